@@ -1,0 +1,110 @@
+"""The `podsweeper` command: replay recorded events, or sweep a real cluster once."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from datetime import datetime, timezone
+
+from function.config import load_settings
+from function.errors import ApiUnavailable, ConfigError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="podsweeper",
+        description="Clean up pods that Kubeflow training jobs leave behind. "
+                    "Configuration comes from PODSWEEPER_* variables.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    replay = sub.add_parser("replay", help="replay recorded CloudEvents: what would podsweeper do, and why")
+    replay.add_argument("files", nargs="+", metavar="FILE.jsonl")
+    replay.add_argument("--json", action="store_true", help="one JSON object per decision per line")
+
+    sweep = sub.add_parser("sweep", help="one backstop sweep of a real cluster")
+    sweep.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG or ~/.kube/config)")
+    sweep.add_argument("--dry-run", action="store_true", help="decide and report, delete nothing")
+    sweep.add_argument("-n", "--namespace", action="append", default=[],
+                       help="limit to this namespace (repeatable; default PODSWEEPER_NAMESPACES)")
+
+    record = sub.add_parser("record", help="record a watch as ApiServerSource-format CloudEvents")
+    record.add_argument("--kubeconfig")
+    record.add_argument("-n", "--namespace", required=True)
+    record.add_argument("--out", required=True, help="JSON Lines file to write")
+    record.add_argument("--seconds", type=float, default=None, help="stop after this long")
+    record.add_argument("--mode", choices=("Resource", "Reference"), default="Resource")
+    return parser
+
+
+def _replay(args) -> int:
+    from function.replay import MalformedLine, replay
+    from function.timeline import print_header, print_step_human, print_step_json, print_summary
+
+    settings = load_settings()
+    printer = print_step_json if args.json else print_step_human
+    if not args.json:
+        print_header(args.files, sys.stdout)
+    try:
+        run = replay(args.files, settings, on_step=lambda step: printer(step, sys.stdout))
+    except MalformedLine as error:
+        print(f"podsweeper replay: malformed event at {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"podsweeper replay: {error}", file=sys.stderr)
+        return 2
+    if not args.json:
+        print_summary(run, sys.stdout)
+    return 0
+
+
+def _sweep(args) -> int:
+    from function.cluster.kube import KubeCluster, load_api_client
+    from function.intake import parse_event
+    from function.pipeline import Pipeline
+    from function.report import setup_logging
+
+    overrides = {}
+    if args.dry_run:
+        overrides["dry_run"] = True
+    if args.namespace:
+        overrides["namespaces"] = ",".join(args.namespace)
+    settings = load_settings(**overrides)
+    setup_logging(sys.stdout)
+    pipeline = Pipeline(KubeCluster(load_api_client(args.kubeconfig)), settings)
+    attributes = {"id": f"cli-sweep-{int(time.time())}", "source": "podsweeper-cli",
+                  "type": "dev.knative.sources.ping", "specversion": "1.0"}
+    print(f"sweeping {', '.join(sorted(settings.namespace_set)) or 'all namespaces'}"
+          f"{' (dry run)' if settings.dry_run else ''}...", file=sys.stderr)
+    outcome = pipeline.handle(parse_event(attributes, {}), datetime.now(timezone.utc))
+    print(json.dumps(outcome.summary), file=sys.stderr)
+    return 0
+
+
+def _record(args) -> int:
+    from function.record import record
+
+    return record(args.kubeconfig, args.namespace, args.out, args.seconds, args.mode)
+
+
+COMMANDS = {"replay": _replay, "sweep": _sweep, "record": _record}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except ConfigError as error:
+        print(f"podsweeper: {error}", file=sys.stderr)
+        return 2
+    except ApiUnavailable as error:
+        print(f"podsweeper: Kubernetes API unavailable: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,199 @@
+"""The real cluster, through the official kubernetes client.
+
+Every call is bounded by the event's deadline, reads raw JSON (`_preload_content=False`)
+and goes through the same typed edge as event payloads. Failures become ApiUnavailable
+(-> 503, the source retries); 404 and 409 on delete mean "already handled".
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from function import kinds
+from function.cluster.base import DeleteResult, EventRecord
+from function.errors import ApiUnavailable, BadEvent
+from function.model import Job, JobRef, Pod
+from function.objects import JOB_NAME_LABEL, TRAINING_POD_SELECTORS, parse_job, parse_pod
+
+log = logging.getLogger("podsweeper.cluster")
+
+PAGE_SIZE = 500
+# Longest Retry-After we wait out inside one event (and only if the deadline allows).
+MAX_RETRY_AFTER_WAIT = 2.0
+
+
+def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
+    """In-cluster config inside a pod, else KUBECONFIG / ~/.kube/config. Never calls the API."""
+    configuration = client.Configuration()
+    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config(client_configuration=configuration)
+    else:
+        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    configuration.retries = 0  # one try per call: the event source does the retrying
+    return client.ApiClient(configuration)
+
+
+def _retry_after(error: ApiException) -> float | None:
+    value = (error.headers or {}).get("Retry-After")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+@dataclass
+class KubeCluster:
+    api: client.ApiClient
+    deadline: float | None = None  # time.monotonic() value; None = unbounded (CLI sweep)
+
+    def __post_init__(self) -> None:
+        self.core = client.CoreV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
+
+    def bounded(self, deadline: float) -> KubeCluster:
+        """A view of this cluster whose calls all end by `deadline` (shares the connection pool)."""
+        view = KubeCluster.__new__(KubeCluster)
+        view.api, view.deadline, view.core, view.custom = self.api, deadline, self.core, self.custom
+        return view
+
+    # -- plumbing ------------------------------------------------------------------
+    def _timeout(self) -> float | None:
+        if self.deadline is None:
+            return 30.0
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0.05:
+            raise ApiUnavailable("time bound for this event exceeded")
+        return remaining
+
+    def _call(self, what: str, fn: Callable[..., Any], *args, **kwargs) -> Any:
+        """One API call; returns the decoded JSON body. 404 -> None."""
+        for attempt in (1, 2):
+            try:
+                response = fn(*args, _preload_content=False, _request_timeout=self._timeout(), **kwargs)
+                return json.loads(response.data or b"null")
+            except ApiException as error:
+                if error.status == 404:
+                    return None
+                wait = _retry_after(error)
+                if error.status == 429 and attempt == 1 and wait is not None \
+                        and wait <= MAX_RETRY_AFTER_WAIT and self._fits(wait):
+                    time.sleep(wait)
+                    continue
+                if error.status == 409:
+                    raise
+                raise ApiUnavailable(f"{what}: API answered {error.status} {error.reason}",
+                                     retry_after=wait) from None
+            except (urllib3.exceptions.HTTPError, OSError) as error:
+                raise ApiUnavailable(f"{what}: {type(error).__name__}: {error}"[:300]) from None
+        raise AssertionError("unreachable")
+
+    def _fits(self, wait: float) -> bool:
+        return self.deadline is None or time.monotonic() + wait < self.deadline - 0.5
+
+    def _pages(self, what: str, fn: Callable[..., Any], *args, **kwargs) -> Iterator[dict]:
+        token = None
+        while True:
+            body = self._call(what, fn, *args, limit=PAGE_SIZE, _continue=token, **kwargs) or {}
+            yield from body.get("items") or ()
+            token = (body.get("metadata") or {}).get("continue")
+            if not token:
+                return
+
+    @staticmethod
+    def _parsed(parse: Callable[[Any], Any], raw: Any) -> Any:
+        """An API object through the typed edge; one we cannot read is left alone."""
+        try:
+            return parse(raw)
+        except BadEvent as error:
+            log.warning("ignoring an object the API returned: %s", error)
+            return None
+
+    # -- the Cluster protocol ------------------------------------------------------
+    def get_job(self, ref: JobRef) -> Job | None:
+        raw = self._call(f"get {ref.kind.plural} {ref.namespace}/{ref.name}",
+                         self.custom.get_namespaced_custom_object,
+                         kinds.GROUP, ref.version, ref.namespace, ref.kind.plural, ref.name)
+        return None if raw is None else self._parsed(parse_job, raw)
+
+    def get_pod(self, namespace: str, name: str) -> Pod | None:
+        raw = self._call(f"get pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace)
+        return None if raw is None else self._parsed(parse_pod, raw)
+
+    def list_job_pods(self, ref: JobRef) -> list[Pod]:
+        pages = self._pages(f"list pods of {ref.namespace}/{ref.name}", self.core.list_namespaced_pod,
+                            ref.namespace, label_selector=f"{JOB_NAME_LABEL}={ref.name}")
+        return [p for p in (self._parsed(parse_pod, raw) for raw in pages) if p is not None]
+
+    def delete_pod(self, namespace: str, name: str, uid: str) -> DeleteResult:
+        body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))
+        try:
+            found = self._call(f"delete pod {namespace}/{name}",
+                               self.core.delete_namespaced_pod, name, namespace, body=body)
+        except ApiException:  # only 409 gets here: the uid precondition failed
+            return DeleteResult.CONFLICT
+        return DeleteResult.GONE if found is None else DeleteResult.DELETED
+
+    def record_event(self, event: EventRecord) -> None:
+        ref, stamp = event.involved, event.time.isoformat().replace("+00:00", "Z")
+        body = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": event.name, "namespace": ref.namespace},
+            "involvedObject": {"apiVersion": ref.api_version or f"{kinds.GROUP}/{ref.version}",
+                               "kind": ref.kind.kind, "name": ref.name, "namespace": ref.namespace,
+                               "uid": ref.uid or ""},
+            "type": event.type, "reason": event.reason, "message": event.message,
+            "source": {"component": "podsweeper"}, "reportingComponent": "podsweeper",
+            "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+        }
+        try:
+            self._call(f"create event {event.name}", self.core.create_namespaced_event, ref.namespace, body)
+            return
+        except ApiException:  # 409: the same warning again -> bump its count
+            pass
+        current = self._call(f"get event {event.name}", self.core.read_namespaced_event,
+                             event.name, ref.namespace) or {}
+        patch = {"count": int(current.get("count") or 1) + 1, "lastTimestamp": stamp,
+                 "message": event.message}
+        self._call(f"patch event {event.name}", self.core.patch_namespaced_event,
+                   event.name, ref.namespace, patch)
+
+    def list_training_pods(self, namespace: str | None) -> Iterator[Pod]:
+        for selector in TRAINING_POD_SELECTORS:
+            if namespace is None:
+                pages = self._pages("list training pods", self.core.list_pod_for_all_namespaces,
+                                    label_selector=selector)
+            else:
+                pages = self._pages(f"list training pods in {namespace}", self.core.list_namespaced_pod,
+                                    namespace, label_selector=selector)
+            for raw in pages:
+                pod = self._parsed(parse_pod, raw)
+                if pod is not None:
+                    yield pod
+
+    def list_jobs(self, namespace: str | None) -> Iterator[Job]:
+        for kind in kinds.TRAINING_KINDS:
+            for version in kind.versions:
+                yield from self._list_kind(kind, version, namespace)
+
+    def _list_kind(self, kind: kinds.TrainingKind, version: str, namespace: str | None) -> Iterator[Job]:
+        what = f"list {kind.plural}.{version}"
+        if namespace is None:
+            pages = self._pages(what, self.custom.list_cluster_custom_object, kinds.GROUP, version, kind.plural)
+        else:
+            pages = self._pages(what, self.custom.list_namespaced_custom_object,
+                                kinds.GROUP, version, namespace, kind.plural)
+        # A kind whose CRD is not installed answers 404: _call makes that an empty page.
+        for raw in pages:
+            job = self._parsed(parse_job, raw)
+            if job is not None:
+                yield job

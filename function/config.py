@@ -1,0 +1,63 @@
+"""Configuration from PODSWEEPER_* environment variables (pydantic-settings).
+
+Invalid values fail the start with a message naming the variable, so a typo in a
+Knative Service manifest shows up as a crash-looping revision, not as silent deletes.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from function.errors import ConfigError
+
+ENV_PREFIX = "PODSWEEPER_"
+
+
+def _split(value: str) -> frozenset[str]:
+    return frozenset(part.strip() for part in value.split(",") if part.strip())
+
+
+class Settings(BaseSettings):
+    """Every knob, with the defaults behaviour.md names."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, extra="ignore")
+
+    namespaces: str = Field("", description="comma list of namespaces to act in; empty = all")
+    exclude_namespaces: str = Field("kube-system", description="comma list never acted in")
+    dry_run: bool = Field(False, description="decide and report, delete nothing")
+    sweep_active_pods: bool = Field(True, description="rule finished-job-active-pod on/off")
+    orphan_grace_seconds: int = Field(30, ge=0, description="minimum pod age for rule orphan")
+    crashloop_restarts: int = Field(5, ge=1, description="restartCount that makes a crash loop")
+    crashloop_action: Literal["warn", "delete"] = Field("warn", description="rule crash-loop action")
+    max_deletes_per_event: int = Field(100, ge=1, description="deletes per event; the rest later")
+    event_timeout_seconds: float = Field(10.0, gt=0, le=300, description="time bound per event")
+    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest request body accepted")
+
+    @property
+    def namespace_set(self) -> frozenset[str]:
+        return _split(self.namespaces)
+
+    @property
+    def excluded_namespace_set(self) -> frozenset[str]:
+        return _split(self.exclude_namespaces)
+
+    def namespace_allowed(self, namespace: str) -> bool:
+        if namespace in self.excluded_namespace_set:
+            return False
+        allowed = self.namespace_set
+        return not allowed or namespace in allowed
+
+
+def load_settings(**overrides) -> Settings:
+    """Settings from the environment (plus overrides); ConfigError names the variable."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{ENV_PREFIX}{str(e['loc'][0]).upper()}: {e['msg']} (got {e.get('input')!r})"
+            for e in error.errors()
+        )
+        raise ConfigError(f"invalid configuration: {problems}") from None

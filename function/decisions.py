@@ -1,0 +1,47 @@
+"""What the engine returns: one Decision per object a rule names, with the rule's name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from function.model import ContainerView, JobRef
+
+
+class Rule(str, Enum):
+    FINISHED_JOB_ACTIVE_POD = "finished-job-active-pod"
+    CLEAN_POD_POLICY_ALL = "clean-pod-policy-all"
+    ORPHAN = "orphan"
+    CRASH_LOOP = "crash-loop"
+    NO_BACKOFF_LIMIT = "no-backoff-limit"
+
+
+class Action(str, Enum):
+    DELETE = "delete"
+    WARN = "warn"
+    SKIP = "skip"
+
+
+@dataclass(frozen=True)
+class Decision:
+    rule: Rule
+    action: Action
+    kind: str  # "Pod", or the job's kind for job-level decisions
+    namespace: str
+    name: str
+    uid: str
+    reason: str
+    job: JobRef
+    evidence: tuple[ContainerView, ...] = ()
+
+    def as_dict(self) -> dict:
+        return {
+            "rule": self.rule.value,
+            "action": self.action.value,
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+            "uid": self.uid,
+            "reason": self.reason,
+            "job": f"{self.job.kind.kind}/{self.job.name}",
+        }

@@ -1,0 +1,164 @@
+"""The decision engine: pure functions, objects in, decisions out.
+
+No I/O and no clock: the caller passes fresh state and `now`. The live function, the
+sweep and the replay all decide through `decide_pods` and `decide_new_job`. Rules are
+table entries; the first pod rule that names a pod decides for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from function.config import Settings
+from function.decisions import Action, Decision, Rule
+from function.model import TERMINATED_PHASES, Job, JobRef, Pod
+
+# restartPolicy values under which a failed replica is restarted in place.
+RESTARTING_POLICIES = frozenset({"OnFailure", "Always", "ExitCode"})
+
+
+@dataclass(frozen=True)
+class Verdict:
+    action: Action
+    reason: str
+
+
+@dataclass(frozen=True)
+class Context:
+    now: datetime
+    settings: Settings
+
+
+# A pod rule sees the pod and its job as it is now; job is None when the job is gone.
+PodRuleFn = Callable[[Pod, Job | None, Context], Verdict | None]
+
+
+def _age_seconds(pod: Pod, now: datetime) -> float | None:
+    if pod.created is None:
+        return None
+    return (now - pod.created).total_seconds()
+
+
+def orphan(pod: Pod, job: Job | None, ctx: Context) -> Verdict | None:
+    if job is not None:
+        return None
+    age = _age_seconds(pod, ctx.now)
+    grace = ctx.settings.orphan_grace_seconds
+    if age is None or age < grace:
+        return None  # too young (or age unknown): the job may just be being re-created
+    return Verdict(Action.DELETE, f"job {pod.job.kind.kind}/{pod.job.name} no longer exists; "
+                                  f"pod is {age:.0f}s old (grace {grace}s)")
+
+
+def finished_job_active_pod(pod: Pod, job: Job | None, ctx: Context) -> Verdict | None:
+    if job is None or not job.finished or not pod.active or not ctx.settings.sweep_active_pods:
+        return None
+    looping = pod.max_crash_loop_restarts()
+    detail = f", crash-looping with {looping} restarts" if looping else ""
+    return Verdict(Action.DELETE, f"job {job.finished}; pod still {pod.phase}{detail} "
+                                  f"(cleanPodPolicy {job.clean_pod_policy})")
+
+
+def clean_pod_policy_all(pod: Pod, job: Job | None, ctx: Context) -> Verdict | None:
+    if job is None or not job.finished or job.clean_pod_policy != "All":
+        return None
+    if pod.phase not in TERMINATED_PHASES:
+        return None
+    return Verdict(Action.DELETE, f"job {job.finished} with cleanPodPolicy All; pod {pod.phase}")
+
+
+def crash_loop(pod: Pod, job: Job | None, ctx: Context) -> Verdict | None:
+    if job is None or job.finished or not job.restarts_unbounded:
+        return None
+    restarts = pod.max_crash_loop_restarts()
+    if restarts < ctx.settings.crashloop_restarts:
+        return None
+    action = Action.DELETE if ctx.settings.crashloop_action == "delete" else Action.WARN
+    return Verdict(action, f"CrashLoopBackOff with {restarts} restarts and the job has neither "
+                           "backoffLimit nor activeDeadlineSeconds: it would restart forever")
+
+
+POD_RULES: tuple[tuple[Rule, PodRuleFn], ...] = (
+    (Rule.ORPHAN, orphan),
+    (Rule.FINISHED_JOB_ACTIVE_POD, finished_job_active_pod),
+    (Rule.CLEAN_POD_POLICY_ALL, clean_pod_policy_all),
+    (Rule.CRASH_LOOP, crash_loop),
+)
+
+
+def _owning_job(pod: Pod, job: Job | None) -> Job | None:
+    """The job if it is the one the pod belongs to; None if that job is gone."""
+    if job is None:
+        return None
+    if pod.job is not None and pod.job.uid and pod.job.uid != job.uid:
+        return None  # same name, another job: the pod's own job was deleted
+    return job
+
+
+def _opt_out(pod: Pod, job: Job | None) -> str | None:
+    if job is not None and job.opted_out:
+        return "job"
+    if pod.opted_out:
+        return "pod"
+    return None
+
+
+def pod_is_candidate(pod: Pod, ref: JobRef, settings: Settings) -> bool:
+    """Safety gate: only a live pod of exactly this job, in an allowed namespace."""
+    return (
+        pod.job is not None
+        and not pod.foreign_controller
+        and not pod.terminating
+        and pod.job.key == ref.key
+        and settings.namespace_allowed(pod.namespace)
+    )
+
+
+def decide_pods(
+    ref: JobRef, job: Job | None, pods: Iterable[Pod], now: datetime, settings: Settings
+) -> list[Decision]:
+    """Decisions for the pods of one job; `job` None means the job is known to be gone."""
+    ctx = Context(now, settings)
+    if job is not None and job.suspended:
+        return []  # the operator removes a suspended job's pods itself
+    decisions = []
+    for pod in pods:
+        if not pod_is_candidate(pod, ref, settings):
+            continue
+        owner = _owning_job(pod, job)
+        for rule, applies in POD_RULES:
+            verdict = applies(pod, owner, ctx)
+            if verdict is None:
+                continue
+            decisions.append(_pod_decision(rule, verdict, pod, owner))
+            break
+    return decisions
+
+
+def _pod_decision(rule: Rule, verdict: Verdict, pod: Pod, owner: Job | None) -> Decision:
+    action, reason = verdict.action, verdict.reason
+    opted = _opt_out(pod, owner)
+    if opted:
+        action, reason = Action.SKIP, f"opted out by {opted} annotation podsweeper.dev/skip; " \
+                                      f"would {verdict.action.value}: {verdict.reason}"
+    job_ref = owner.ref if owner is not None else pod.job
+    return Decision(rule, action, "Pod", pod.namespace, pod.name, pod.uid, reason, job_ref,
+                    evidence=tuple(c for c in pod.containers if c.has_evidence))
+
+
+def decide_new_job(job: Job, settings: Settings) -> list[Decision]:
+    """Rule no-backoff-limit: warn when failed replicas of a new job would restart forever."""
+    if not settings.namespace_allowed(job.namespace) or job.backoff_limit is not None:
+        return []
+    restarting = sorted(r for r, policy in job.restart_policies if policy in RESTARTING_POLICIES)
+    if not restarting:
+        return []
+    reason = (f"replicas {', '.join(restarting)} restart on failure and no backoffLimit is set: "
+              "failed workers would restart forever (backoffLimit: 0 recommended)")
+    action = Action.WARN
+    if job.opted_out:
+        action, reason = Action.SKIP, f"opted out by job annotation podsweeper.dev/skip; {reason}"
+    return [Decision(Rule.NO_BACKOFF_LIMIT, action, job.kind.kind, job.namespace, job.name,
+                     job.uid, reason, job.ref)]

@@ -1,0 +1,109 @@
+"""Plain data the decision engine works on: what a pod or a job *is*, nothing more.
+
+Built from Kubernetes objects by `function.objects` (the typed edge); the engine, the
+simulated cluster and the reports only ever see these frozen dataclasses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from function.kinds import TrainingKind
+
+SKIP_ANNOTATION = "podsweeper.dev/skip"
+
+# Phases in which a pod still holds its node's resources.
+ACTIVE_PHASES = frozenset({"Pending", "Running"})
+TERMINATED_PHASES = frozenset({"Succeeded", "Failed", "Unknown"})
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """Names a training job; `uid` is what a pod's ownerReference says, if it has one."""
+
+    kind: TrainingKind
+    namespace: str
+    name: str
+    uid: str | None = None
+    api_version: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.kind.kind, self.namespace, self.name)
+
+    @property
+    def version(self) -> str:
+        if self.api_version and "/" in self.api_version:
+            return self.api_version.rpartition("/")[2]
+        return self.kind.preferred_version
+
+
+@dataclass(frozen=True)
+class ContainerView:
+    """One container's state, kept as evidence of why it died."""
+
+    name: str
+    restart_count: int
+    waiting_reason: str | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    message: str | None = None
+
+    @property
+    def crash_looping(self) -> bool:
+        return self.waiting_reason == "CrashLoopBackOff"
+
+    @property
+    def has_evidence(self) -> bool:
+        return self.exit_code is not None or self.crash_looping
+
+
+@dataclass(frozen=True)
+class Pod:
+    namespace: str
+    name: str
+    uid: str
+    phase: str
+    labels: dict[str, str] = field(default_factory=dict, hash=False)
+    opted_out: bool = False
+    terminating: bool = False
+    created: datetime | None = None
+    job: JobRef | None = None
+    # Set when the pod has a controller that is not a training job: never ours.
+    foreign_controller: bool = False
+    containers: tuple[ContainerView, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        return self.phase in ACTIVE_PHASES
+
+    def max_crash_loop_restarts(self) -> int:
+        """Highest restart count among containers waiting in CrashLoopBackOff (0 if none)."""
+        return max((c.restart_count for c in self.containers if c.crash_looping), default=0)
+
+
+@dataclass(frozen=True)
+class Job:
+    kind: TrainingKind
+    namespace: str
+    name: str
+    uid: str
+    api_version: str
+    opted_out: bool = False
+    finished: str | None = None  # "Succeeded" / "Failed" when finished
+    suspended: bool = False
+    clean_pod_policy: str = "None"
+    backoff_limit: int | None = None
+    active_deadline_seconds: int | None = None
+    # replica type -> restartPolicy (defaults applied)
+    restart_policies: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def ref(self) -> JobRef:
+        return JobRef(self.kind, self.namespace, self.name, self.uid, self.api_version)
+
+    @property
+    def restarts_unbounded(self) -> bool:
+        """No backoffLimit and no deadline: nothing will ever stop failed pods restarting."""
+        return self.backoff_limit is None and self.active_deadline_seconds is None

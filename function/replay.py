@@ -1,0 +1,83 @@
+"""`podsweeper replay`: what would the function have done with these recorded events, and why.
+
+Events (CloudEvents JSON, one per line, Resource mode or PingSource) are fed in order to
+the same pipeline the live function uses, against a SimulatedCluster built from the
+events themselves. The simulated "now" is each event's `time`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TextIO
+
+from function.cluster.simulated import SimulatedCluster
+from function.config import Settings
+from function.errors import BadEvent
+from function.intake import Intake, ObjectChange, parse_event
+from function.pipeline import Outcome, Pipeline
+
+
+class MalformedLine(Exception):
+    """A line that is not a CloudEvent we accept; names the file and line."""
+
+    def __init__(self, path: str, line: int, reason: str):
+        super().__init__(f"{path}:{line}: {reason}")
+
+
+@dataclass(frozen=True)
+class ReplayStep:
+    path: str
+    line: int
+    intake: Intake
+    time: datetime
+    outcome: Outcome
+    observed: str | None  # why the event itself was ignored by the simulated cluster
+
+
+@dataclass
+class ReplayRun:
+    cluster: SimulatedCluster = field(default_factory=SimulatedCluster)
+    steps: list[ReplayStep] = field(default_factory=list)
+
+
+def read_events(path: str, stream: TextIO) -> Iterator[tuple[int, Intake, datetime]]:
+    for number, text in enumerate(stream, start=1):
+        if not text.strip():
+            continue
+        try:
+            raw = json.loads(text)
+        except (ValueError, RecursionError):
+            raise MalformedLine(path, number, "not valid JSON") from None
+        if not isinstance(raw, dict):
+            raise MalformedLine(path, number, "not a JSON object")
+        attributes = {k: v for k, v in raw.items() if k not in ("data", "data_base64")}
+        try:
+            intake = parse_event(attributes, raw.get("data"))
+        except BadEvent as error:
+            raise MalformedLine(path, number, str(error)) from None
+        if intake.attributes.time is None:
+            raise MalformedLine(path, number, "event has no 'time' attribute (the replay's clock)")
+        yield number, intake, intake.attributes.time
+
+
+def replay(paths: list[str], settings: Settings, on_step=None) -> ReplayRun:
+    """Replay files in order against one simulated cluster. Raises MalformedLine."""
+    run = ReplayRun()
+    pipeline = Pipeline(run.cluster, settings)
+    for path in paths:
+        with Path(path).open(encoding="utf-8") as stream:
+            for number, intake, now in read_events(path, stream):
+                observed = None
+                if isinstance(intake.trigger, ObjectChange):
+                    observed = run.cluster.observe(intake.trigger.verb, intake.trigger.obj)
+                outcome = Outcome(intake.attributes.id, note=observed) if observed \
+                    else pipeline.handle(intake, now)
+                step = ReplayStep(path, number, intake, now, outcome, observed)
+                run.steps.append(step)
+                if on_step is not None:
+                    on_step(step)
+    return run

@@ -1,0 +1,97 @@
+"""Reporting: one JSON log line per decision, and the Kubernetes Events that keep evidence.
+
+Event names are derived from what they are about, so the same warning again updates one
+Event (its count) instead of creating a new one per event received.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import sys
+from collections.abc import Iterable
+from datetime import datetime
+
+from function.cluster.base import EventRecord
+from function.decisions import Decision, Rule
+from function.model import ContainerView, JobRef
+
+decision_log = logging.getLogger("podsweeper.decisions")
+
+MAX_EVENT_MESSAGE = 1024
+
+WARNING_REASONS = {
+    Rule.CRASH_LOOP: "CrashLoopWithoutLimit",
+    Rule.NO_BACKOFF_LIMIT: "NoBackoffLimit",
+}
+
+
+def setup_logging(stream=sys.stdout) -> None:
+    """Decision lines are JSON already: print them bare, one per line."""
+    if decision_log.handlers:
+        return
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    decision_log.addHandler(handler)
+    decision_log.setLevel(logging.INFO)
+    decision_log.propagate = False
+
+
+def log_decision(event_id: str, decision: Decision, result: str | None, dry_run: bool) -> dict:
+    line = {"msg": "decision", "event_id": event_id, **decision.as_dict(),
+            "result": result, "dry_run": dry_run}
+    decision_log.info(json.dumps(line, sort_keys=False))
+    return line
+
+
+def _event_name(job: JobRef, *parts: str) -> str:
+    digest = hashlib.sha256("|".join((job.uid or "", *parts)).encode()).hexdigest()[:16]
+    return f"{job.name[:200]}.{digest}"
+
+
+def _truncate(message: str) -> str:
+    return message if len(message) <= MAX_EVENT_MESSAGE else message[: MAX_EVENT_MESSAGE - 3] + "..."
+
+
+def describe_container(c: ContainerView) -> str:
+    facts = []
+    if c.exit_code is not None:
+        facts.append(f"exit code {c.exit_code}")
+    if c.reason:
+        facts.append(f"reason {c.reason}")
+    if c.crash_looping:
+        facts.append("CrashLoopBackOff")
+    facts.append(f"{c.restart_count} restarts")
+    return f"{c.name}: {', '.join(facts)}"
+
+
+def warning_event(decision: Decision, now: datetime) -> EventRecord:
+    """One Warning per (job, pod, rule): repeats bump the count of the same Event."""
+    about = decision.name if decision.kind == "Pod" else ""
+    return EventRecord(
+        name=_event_name(decision.job, decision.rule.value, about),
+        involved=decision.job,
+        type="Warning",
+        reason=WARNING_REASONS[decision.rule],
+        message=_truncate(f"{decision.kind} {decision.name}: {decision.reason}"),
+        time=now,
+    )
+
+
+def cleanup_event(job: JobRef, deleted: Iterable[Decision], now: datetime) -> EventRecord:
+    """PodsCleanedUp: which pods went, why, and how their containers died."""
+    deleted = sorted(deleted, key=lambda d: d.name)
+    parts = []
+    for d in deleted:
+        evidence = "; ".join(describe_container(c) for c in d.evidence)
+        parts.append(f"{d.name} [{d.rule.value}]" + (f" ({evidence})" if evidence else ""))
+    message = f"podsweeper deleted {len(deleted)} pod(s): " + ", ".join(parts)
+    return EventRecord(
+        name=_event_name(job, "cleanup", *(d.uid for d in deleted)),
+        involved=job,
+        type="Normal",
+        reason="PodsCleanedUp",
+        message=_truncate(message),
+        time=now,
+    )

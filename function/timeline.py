@@ -1,0 +1,75 @@
+"""Printing a replay: a human timeline by default, JSON lines with --json."""
+
+from __future__ import annotations
+
+import json
+from typing import TextIO
+
+from function.intake import ObjectChange, ReferenceChange, SweepRequest
+from function.model import Job, Pod
+from function.replay import ReplayRun, ReplayStep
+
+
+def _what(step: ReplayStep) -> str:
+    trigger = step.intake.trigger
+    verb = step.intake.attributes.type.rsplit(".", 1)[-1]
+    if isinstance(trigger, ObjectChange):
+        obj = trigger.obj
+        if isinstance(obj, Pod):
+            loops = obj.max_crash_loop_restarts()
+            state = f"{obj.phase}" + (f", CrashLoopBackOff x{loops}" if loops else "")
+            return f"pod {verb:<6} {obj.namespace}/{obj.name} ({state})"
+        assert isinstance(obj, Job)
+        state = obj.finished or ("Suspended" if obj.suspended else "active")
+        return f"{obj.kind.kind} {verb} {obj.namespace}/{obj.name} ({state}, cleanPodPolicy {obj.clean_pod_policy})"
+    if isinstance(trigger, ReferenceChange):
+        return f"reference {verb} {trigger.namespace}/{trigger.name}"
+    if isinstance(trigger, SweepRequest):
+        return "ping: backstop sweep"
+    return f"{step.intake.attributes.type} (ignored: {trigger.reason})"
+
+
+def print_step_human(step: ReplayStep, out: TextIO) -> None:
+    applied = step.outcome.applied
+    trigger = step.intake.trigger
+    about_job = isinstance(trigger, ObjectChange) and isinstance(trigger.obj, Job)
+    if not applied and step.observed is None and not about_job and not isinstance(trigger, SweepRequest):
+        return  # quiet for the many pod events that change nothing
+    print(f"{step.time:%H:%M:%S}  {_what(step)}", file=out)
+    if step.observed:
+        print(f"          ignored: {step.observed}", file=out)
+    elif not applied and step.outcome.note:
+        print(f"          nothing to do: {step.outcome.note}", file=out)
+    for item in applied:
+        d = item.decision
+        result = f" -> {item.result}" if item.result and item.result != "warned" else ""
+        print(f"          {d.action.value.upper():<6} {d.kind} {d.namespace}/{d.name}{result}  "
+              f"[{d.rule.value}] {d.reason}", file=out)
+        for c in d.evidence:
+            print(f"                 evidence {c.name}: exit code {c.exit_code}, reason {c.reason}, "
+                  f"{c.restart_count} restarts", file=out)
+
+
+def print_step_json(step: ReplayStep, out: TextIO) -> None:
+    for item in step.outcome.applied:
+        line = {"event_id": step.outcome.event_id, **item.decision.as_dict(), "result": item.result,
+                "time": step.time.isoformat(), "file": step.path, "line": step.line}
+        print(json.dumps(line), file=out)
+
+
+def print_header(paths: list[str], out: TextIO) -> None:
+    print(f"Replaying {', '.join(paths)} against a simulated cluster built from the events "
+          "(nothing real is touched).\n", file=out)
+
+
+def print_summary(run: ReplayRun, out: TextIO) -> None:
+    counts: dict[str, int] = {}
+    for step in run.steps:
+        for item in step.outcome.applied:
+            key = f"{item.decision.action.value} ({item.decision.rule.value})"
+            counts[key] = counts.get(key, 0) + 1
+    print(f"\n{len(run.steps)} events replayed.", file=out)
+    for key, count in sorted(counts.items()):
+        print(f"  {count:>4} x {key}", file=out)
+    remaining = sorted(f"{p.namespace}/{p.name} ({p.phase})" for p in run.cluster.pods.values())
+    print(f"pods left in the simulated cluster: {', '.join(remaining) or 'none'}", file=out)

@@ -1,0 +1,89 @@
+"""HTTP edge: CloudEvents over HTTP in, status codes out (400 bad input, 503 retry).
+
+ApiServerSource retries 404, 413, 425, 429, 502, 503, 504 and drops everything else, so
+bad input must be 400 (never retried) and an API failure 503 (retried); 500 is only for a
+bug, and even then carries no stack trace.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import flask
+import prometheus_client
+from cloudevents.exceptions import GenericException
+from cloudevents.http import CloudEvent, from_http
+
+from function.errors import ApiUnavailable, BadEvent
+from function.service import get_service
+
+log = logging.getLogger("podsweeper.http")
+
+CLOUDEVENT_ENDPOINT = "cloudevent"
+
+
+def _decode_json(body: Any) -> Any:
+    if body is None or body == b"" or body == "":
+        raise BadEvent("empty body: the event data must be a JSON object")
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise BadEvent("body is not valid JSON") from None
+    except RecursionError:
+        raise BadEvent("body JSON is nested too deeply") from None
+
+
+def _answer(status: int, message: str, headers: dict | None = None) -> flask.Response:
+    one_line = message.replace("\n", " ")[:300]
+    return flask.Response(one_line + "\n", status=status, mimetype="text/plain", headers=headers)
+
+
+def _read_event(request: flask.Request, limit: int) -> CloudEvent:
+    length = request.content_length
+    if length is not None and length > limit:
+        raise BadEvent(f"body of {length} bytes exceeds the {limit}-byte limit")
+    body = request.stream.read(limit + 1)
+    if len(body) > limit:
+        raise BadEvent(f"body exceeds the {limit}-byte limit")
+    try:
+        return from_http(dict(request.headers), body, data_unmarshaller=_decode_json)
+    except GenericException as error:
+        cause = error.__cause__ if isinstance(error.__cause__, BadEvent) else error
+        raise BadEvent(f"not a CloudEvent: {cause}") from None
+    except RecursionError:
+        raise BadEvent("body JSON is nested too deeply") from None
+
+
+def cloudevent_view(function: Callable[[CloudEvent], dict]):
+    def view(path: str = "") -> flask.Response:
+        try:
+            event = _read_event(flask.request, get_service().settings.max_body_bytes)
+            summary = function(event)
+        except BadEvent as error:
+            return _answer(400, f"bad event: {error}")
+        except ApiUnavailable as error:
+            headers = {"Retry-After": str(int(error.retry_after))} if error.retry_after else None
+            log.warning("Kubernetes API unavailable, asking for a retry: %s", error)
+            return _answer(503, f"kubernetes api unavailable: {error}", headers)
+        except Exception:  # a bug: log it here, answer without a stack trace
+            log.exception("unexpected error while handling an event")
+            return _answer(500, "internal error (see the function's log)")
+        return flask.Response(json.dumps(summary) + "\n", status=200, mimetype="application/json")
+
+    return view
+
+
+def install(app: flask.Flask, function: Callable[[CloudEvent], dict]) -> None:
+    """Wire podsweeper's views into functions-framework's Flask app."""
+    if CLOUDEVENT_ENDPOINT in app.view_functions:
+        app.view_functions[CLOUDEVENT_ENDPOINT] = cloudevent_view(function)
+    app.add_url_rule("/healthz", "healthz", lambda: "ok\n", methods=["GET"])
+    app.add_url_rule("/metrics", "metrics", _metrics, methods=["GET"])
+
+
+def _metrics() -> flask.Response:
+    return flask.Response(prometheus_client.generate_latest(),
+                          mimetype=prometheus_client.CONTENT_TYPE_LATEST)
