@@ -1,0 +1,61 @@
+"""`python -m tests.controlplane --kubeconfig PATH`: a control plane for manual runs and scripts.
+
+Prints progress to stderr and `READY` on its own line on stdout once the API server
+answers and the CRDs and RBAC are installed, then runs until SIGTERM/SIGINT and stops
+both components. Exits non-zero (with the component's log tail) if one of them dies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+
+from tests.controlplane.launcher import USERS, ControlPlane, ControlPlaneError
+
+
+class _Stop(BaseException):
+    """Raised from the signal handler so `with` blocks unwind and stop the components."""
+
+
+def _on_signal(signum, frame):
+    # Ignore further signals so a second Ctrl-C cannot interrupt the cleanup.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise _Stop(signum)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.controlplane", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kubeconfig", required=True, help="where to write the kubeconfig")
+    parser.add_argument("--user", default="admin", choices=sorted(USERS),
+                        help="identity of that kubeconfig (default: admin, in system:masters)")
+    parser.add_argument("--function-kubeconfig",
+                        help="also write a kubeconfig for the function's ServiceAccount user here")
+    parser.add_argument("--no-crds", action="store_true", help="skip the Kubeflow training CRDs")
+    parser.add_argument("--no-rbac", action="store_true", help="skip knative/function-rbac.yaml")
+    args = parser.parse_args(argv)
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    try:
+        with ControlPlane(install_crds=not args.no_crds, install_rbac=not args.no_rbac) as cp:
+            cp.write_kubeconfig(args.kubeconfig, args.user)
+            if args.function_kubeconfig:
+                cp.write_kubeconfig(args.function_kubeconfig, "function")
+            print("READY", flush=True)
+            while True:
+                cp.check_alive()
+                time.sleep(0.5)
+    except _Stop:
+        print("control plane: stopped", file=sys.stderr, flush=True)
+        return 0
+    except ControlPlaneError as e:
+        print(f"control plane: error: {e}", file=sys.stderr, flush=True)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
