@@ -1,0 +1,81 @@
+"""Fixtures for tests that need the real control plane (tests/controlplane).
+
+Only control-plane fixtures live here. Everything is imported lazily and the control
+plane starts only when a test requests `control_plane` (directly or through another
+fixture), so unit tests pay nothing for it.
+
+A missing binary is built on first use; a failed build raises, so the tests that need
+it ERROR with the compiler output. They are never skipped: a silently skipped
+integration suite would hide exactly the failures it exists to catch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import sys
+
+import pytest
+
+TRAINING_JOB_PLURALS = ("pytorchjobs", "tfjobs", "mpijobs", "xgboostjobs", "paddlejobs", "jaxjobs")
+
+
+@pytest.fixture(scope="session")
+def control_plane(pytestconfig):
+    """A running ControlPlane (tests/controlplane/launcher.py) with CRDs and function RBAC.
+
+    Useful members: ``admin_kubeconfig``, ``function_kubeconfig``, ``kubeconfig(user)``,
+    ``write_kubeconfig(path, user)``, ``api_client(user)``, ``url``, ``ca_file``;
+    users are "admin", "function" and "source".
+    """
+    from tests.controlplane.build import ETCD, KUBE_APISERVER, ensure_built
+    from tests.controlplane.launcher import ControlPlane
+
+    if not (ETCD.path.exists() and KUBE_APISERVER.path.exists()):
+        # A cold build takes minutes: show its progress instead of a silent pause.
+        capman = pytestconfig.pluginmanager.getplugin("capturemanager")
+        with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
+            ensure_built(ETCD, log=sys.stderr)
+            ensure_built(KUBE_APISERVER, log=sys.stderr)
+    cp = ControlPlane(log=sys.stderr).start()
+    try:
+        yield cp
+    finally:
+        cp.stop()
+
+
+@pytest.fixture(scope="session")
+def admin_api(control_plane):
+    """A kubernetes.client.ApiClient for the admin user (group system:masters)."""
+    api = control_plane.api_client("admin")
+    yield api
+    api.close()
+
+
+@pytest.fixture(scope="session")
+def function_api(control_plane):
+    """A kubernetes.client.ApiClient authenticated as the function's ServiceAccount user."""
+    api = control_plane.api_client("function")
+    yield api
+    api.close()
+
+
+@pytest.fixture
+def namespace(admin_api):
+    """A fresh namespace `t-<random>` for one test.
+
+    Without kube-controller-manager nothing empties a deleted namespace, so teardown
+    deletes the pods and training jobs itself; later tests that list cluster-wide then
+    do not see earlier tests' leftovers.
+    """
+    from kubernetes import client
+
+    name = f"t-{secrets.token_hex(4)}"
+    core = client.CoreV1Api(admin_api)
+    core.create_namespace({"metadata": {"name": name}})
+    yield name
+    custom = client.CustomObjectsApi(admin_api)
+    for plural in TRAINING_JOB_PLURALS:
+        custom.delete_collection_namespaced_custom_object("kubeflow.org", "v1", name, plural)
+    core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+    core.delete_namespace(name)
