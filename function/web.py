@@ -77,9 +77,20 @@ def cloudevent_view(function: Callable[[CloudEvent], dict]):
 
 
 def install(app: flask.Flask, function: Callable[[CloudEvent], dict]) -> None:
-    """Wire podsweeper's views into functions-framework's Flask app."""
-    if CLOUDEVENT_ENDPOINT in app.view_functions:
-        app.view_functions[CLOUDEVENT_ENDPOINT] = cloudevent_view(function)
+    """Wire podsweeper's views into functions-framework's Flask app.
+
+    The framework registers its own CloudEvent view only after loading this module, so
+    ours runs as a before_request hook for that endpoint: returning a response there ends
+    the request before the framework's view (and its 500s) is reached.
+    """
+    view = cloudevent_view(function)
+
+    def own_cloudevents() -> flask.Response | None:
+        if flask.request.endpoint == CLOUDEVENT_ENDPOINT:
+            return view()
+        return None
+
+    app.before_request(own_cloudevents)
     app.add_url_rule("/healthz", "healthz", lambda: "ok\n", methods=["GET"])
     app.add_url_rule("/metrics", "metrics", _metrics, methods=["GET"])
 

@@ -1,0 +1,104 @@
+"""The replay contract: seed experiments, --json fields, malformed lines -> exit 2 naming file:line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from function.cli import main
+from function.config import Settings
+from function.replay import replay
+from tests.fixtures import scenarios
+from tests.fixtures.builders import at, event, job
+
+FIXTURES = Path(scenarios.__file__).parent
+SEED_1 = str(FIXTURES / "seed-experiment-1.jsonl")
+SEED_2 = str(FIXTURES / "seed-experiment-2.jsonl")
+
+
+def test_fixture_files_are_what_the_generator_writes(tmp_path):
+    for written in scenarios.write(tmp_path):
+        assert written.read_text() == (FIXTURES / written.name).read_text(), written.name
+
+
+def deletes(run):
+    return sorted(a.decision.name for s in run.steps for a in s.outcome.applied if a.result == "deleted")
+
+
+def test_seed_experiment_2_deletes_the_three_workers_and_keeps_the_master():
+    run = replay([SEED_2], Settings())
+    assert deletes(run) == ["pytest-worker-0", "pytest-worker-1", "pytest-worker-2"]
+    assert sorted(run.cluster.pods) == [("default", "pytest-master-0")]
+    later = [s for s in run.steps if s.observed]
+    assert later and all("already deleted by podsweeper" in s.observed for s in later)
+
+
+def test_seed_experiment_1_ends_with_nothing_left_to_delete():
+    run = replay([SEED_1], Settings())
+    assert deletes(run) == [] and run.cluster.pods == {}
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("rule-finished-job-active-pod", {("finished-job-active-pod", "delete"): 2}),
+    ("rule-clean-pod-policy-all", {("clean-pod-policy-all", "delete"): 3}),
+    ("rule-orphan", {("orphan", "delete"): 3}),
+    ("rule-crash-loop", {("crash-loop", "warn"): 2, ("no-backoff-limit", "warn"): 1}),
+    ("rule-no-backoff-limit", {("no-backoff-limit", "warn"): 1}),
+])
+def test_one_stream_per_rule(name, expected):
+    run = replay([str(FIXTURES / f"{name}.jsonl")], Settings())
+    counts: dict = {}
+    for step in run.steps:
+        for a in step.outcome.applied:
+            key = (a.decision.rule.value, a.decision.action.value)
+            counts[key] = counts.get(key, 0) + 1
+    assert counts == expected
+
+
+def test_json_output_has_the_contract_fields(capsys):
+    assert main(["replay", SEED_2, "--json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    deleted = [line for line in lines if line["action"] == "delete"]
+    assert len(deleted) == 3
+    for line in lines:
+        assert {"event_id", "rule", "action", "kind", "namespace", "name", "uid", "reason"} <= line.keys()
+    assert {line["name"] for line in deleted} == {f"pytest-worker-{i}" for i in range(3)}
+
+
+def test_human_output_says_what_and_why(capsys):
+    assert main(["replay", SEED_2]) == 0
+    out = capsys.readouterr().out
+    assert "DELETE Pod default/pytest-worker-2" in out and "[finished-job-active-pod]" in out
+    assert "pods left in the simulated cluster: default/pytest-master-0" in out
+
+
+def test_dry_run_in_replay_reports_but_keeps(monkeypatch):
+    monkeypatch.setenv("PODSWEEPER_DRY_RUN", "true")
+    run = replay([SEED_2], Settings())
+    assert deletes(run) == [] and len(run.cluster.pods) == 4
+
+
+@pytest.mark.parametrize("bad_line, reason", [
+    ("{not json", "not valid JSON"),
+    ("[1, 2]", "not a JSON object"),
+    (json.dumps({"specversion": "1.0", "id": "x", "source": "s", "type": "other", "time": "2026-01-01T00:00:00Z"}),
+     "unknown CloudEvent type"),
+    (json.dumps({k: v for k, v in event("add", job(), at(0)).items() if k != "time"}), "no 'time'"),
+])
+def test_malformed_line_stops_with_exit_2_naming_file_and_line(tmp_path, bad_line, reason):
+    good = json.dumps(event("add", job(), at(0)))
+    path = tmp_path / "events.jsonl"
+    path.write_text(f"{good}\n\n{good}\n{bad_line}\n{good}\n")
+    result = subprocess.run([sys.executable, "-m", "function", "replay", str(path)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert f"{path}:4:" in result.stderr and reason in result.stderr
+
+
+def test_missing_file_is_a_clear_error(tmp_path, capsys):
+    assert main(["replay", str(tmp_path / "nope.jsonl")]) == 2
+    assert "nope.jsonl" in capsys.readouterr().err
