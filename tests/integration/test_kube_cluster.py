@@ -1,0 +1,146 @@
+"""Every Kubernetes call the function makes, against the real API server, as the function's user.
+
+The function's client authenticates as system:serviceaccount:podsweeper:podsweeper, bound
+to knative/function-rbac.yaml: a call the ClusterRole does not allow fails here.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from function import kinds
+from function.cluster.base import DeleteResult, EventRecord
+from function.cluster import kube
+from function.cluster.kube import KubeCluster, load_api_client
+from function.config import Settings
+from function.model import JobRef
+from function.objects import parse_pod
+from function.service import Service
+from tests.fixtures.builders import at, container_status as cs, event, ping
+from tests.integration.k8s import Operator
+
+pytestmark = pytest.mark.integration
+PYTORCH = kinds.BY_KIND["PyTorchJob"]
+
+
+@pytest.fixture
+def cluster(control_plane):
+    return KubeCluster(load_api_client(str(control_plane.function_kubeconfig)))
+
+
+@pytest.fixture
+def operator(admin_api, namespace):
+    return Operator(admin_api, namespace)
+
+
+def test_get_job_found_missing_and_replaced(cluster, operator, namespace):
+    created = operator.create_job()
+    ref = JobRef(PYTORCH, namespace, "pytest")
+    job = cluster.get_job(ref)
+    assert job is not None and job.uid == created["metadata"]["uid"] and job.finished is None
+    assert cluster.get_job(JobRef(PYTORCH, namespace, "absent")) is None
+    operator.custom.delete_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", "pytest")
+    operator.create_job()
+    assert cluster.get_job(ref).uid != created["metadata"]["uid"]
+
+
+def test_list_job_pods_by_label_follows_pagination(cluster, operator, namespace, monkeypatch):
+    job = operator.create_job(replicas={"Master": 1, "Worker": 6})
+    for i in range(6):
+        operator.create_pod(job, "Worker", i)
+    operator.create_pod(job, "Master", 0)
+    other = operator.create_job(name="other")
+    operator.create_pod(other, "Worker", 0)
+    monkeypatch.setattr(kube, "PAGE_SIZE", 2)
+    pods = cluster.list_job_pods(JobRef(PYTORCH, namespace, "pytest"))
+    assert sorted(p.name for p in pods) == ["pytest-master-0"] + [f"pytest-worker-{i}" for i in range(6)]
+    assert all(p.job.uid == job["metadata"]["uid"] for p in pods)
+
+
+def test_delete_with_uid_precondition_spares_a_recreated_pod(cluster, operator, namespace):
+    job = operator.create_job()
+    old = parse_pod(operator.create_pod(job, "Worker", 0))
+    operator.core.delete_namespaced_pod(old.name, namespace, grace_period_seconds=0)
+    new = operator.create_pod(job, "Worker", 0)
+    assert cluster.delete_pod(namespace, old.name, old.uid) is DeleteResult.CONFLICT
+    assert cluster.get_pod(namespace, old.name).uid == new["metadata"]["uid"]
+    assert cluster.delete_pod(namespace, old.name, new["metadata"]["uid"]) is DeleteResult.DELETED
+    assert cluster.get_pod(namespace, old.name) is None
+    assert cluster.delete_pod(namespace, old.name, new["metadata"]["uid"]) is DeleteResult.GONE
+
+
+def test_record_event_creates_then_counts(cluster, operator, namespace):
+    job = operator.create_job()
+    ref = JobRef(PYTORCH, namespace, "pytest", job["metadata"]["uid"], "kubeflow.org/v1")
+    now = datetime.now(timezone.utc)
+    for message in ("first", "second", "third"):
+        cluster.record_event(EventRecord("pytest.abc123", ref, "Warning", "CrashLoopWithoutLimit", message, now))
+    (event,) = operator.events("CrashLoopWithoutLimit")
+    assert event.count == 3 and event.message == "third"
+    assert event.involved_object.uid == job["metadata"]["uid"] and event.involved_object.kind == "PyTorchJob"
+
+
+def test_cluster_wide_lists_for_the_sweep(cluster, operator, namespace):
+    job = operator.create_job(kind="TFJob", name="tf", replicas={"Worker": 2})
+    operator.create_pod(job, "Worker", 0)
+    assert any(j.name == "tf" and j.namespace == namespace for j in cluster.list_jobs(None))
+    assert any(p.name == "tf-worker-0" for p in cluster.list_training_pods(None))
+    assert [p.name for p in cluster.list_training_pods(namespace)] == ["tf-worker-0"]
+
+
+def seed_experiment_2(operator: Operator):
+    """The seed's PyTorchJob: master succeeds at 33s, workers crash-loop, job Succeeded at 34s."""
+    job = operator.create_job()
+    pods = {"master": operator.create_pod(job, "Master", 0)}
+    pods |= {f"worker-{i}": operator.create_pod(job, "Worker", i) for i in range(3)}
+    for i in range(3):
+        pods[f"worker-{i}"] = operator.set_pod_status(pods[f"worker-{i}"], "Running", [
+            cs(state="waiting", reason="CrashLoopBackOff", restarts=4, last_exit=1)])
+    pods["master"] = operator.set_pod_status(pods["master"], "Succeeded", [
+        cs(state="terminated", exit_code=0, reason="Completed")])
+    job = operator.set_job_conditions(job, [("Created", at(0)), ("Running", at(2)), ("Succeeded", at(34))])
+    return job, pods
+
+
+def handle(service: Service, raw_event: dict):
+    return service.handle({k: v for k, v in raw_event.items() if k != "data"}, raw_event.get("data"))
+
+
+def test_seed_experiment_2_end_to_end_through_the_handler(control_plane, operator, namespace):
+    job, pods = seed_experiment_2(operator)
+    service = Service(Settings(), kubeconfig=str(control_plane.function_kubeconfig))
+    for name in ("worker-0", "worker-1", "worker-2"):  # pod events: below the crash-loop threshold
+        assert handle(service, event("update", pods[name], at(40))).applied == []
+    outcome = handle(service, event("update", job, at(34)))
+    assert sorted(a.decision.name for a in outcome.applied if a.result == "deleted") == [
+        "pytest-worker-0", "pytest-worker-1", "pytest-worker-2"]
+    assert operator.pod_names() == ["pytest-master-0"]
+    (cleanup,) = operator.events("PodsCleanedUp")
+    assert cleanup.involved_object.name == "pytest" and "exit code 1" in cleanup.message
+    assert all(f"pytest-worker-{i}" in cleanup.message for i in range(3)) and "4 restarts" in cleanup.message
+    # The same event again (a retry or duplicate) changes nothing.
+    assert [a.result for a in handle(service, event("update", job, at(34))).applied] == []
+
+
+def test_stale_event_changes_nothing_on_the_real_cluster(control_plane, operator, namespace):
+    """A payload saying Succeeded while the real job runs: fresh state wins, nothing deleted."""
+    job = operator.create_job()
+    worker = operator.create_pod(job, "Worker", 0)
+    operator.set_pod_status(worker, "Running", [cs()])
+    stale = dict(job, status={"conditions": [{"type": "Succeeded", "status": "True"}]})
+    service = Service(Settings(), kubeconfig=str(control_plane.function_kubeconfig))
+    assert handle(service, event("update", stale, at(34))).applied == []
+    assert operator.pod_names() == ["pytest-worker-0"]
+
+
+def test_orphans_after_job_delete_and_the_sweep(control_plane, operator, namespace):
+    job = operator.create_job()
+    operator.create_pod(job, "Worker", 0)
+    operator.custom.delete_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", "pytest")
+    service = Service(Settings(orphan_grace_seconds=0, namespaces=namespace),
+                      kubeconfig=str(control_plane.function_kubeconfig))
+    outcome = handle(service, ping(at(0)))
+    assert [(a.decision.rule.value, a.result) for a in outcome.applied] == [("orphan", "deleted")]
+    assert operator.pod_names() == []
