@@ -1,0 +1,482 @@
+"""The deployment manifests (knative/) against what reads them.
+
+- kustomize (the real one, built from its Go module) renders knative/ and its overlays;
+- the real API server (tests/controlplane) with the real Knative Serving/Eventing CRDs and the
+  training operator's CRDs validates every rendered object by a server-side apply with
+  ``dryRun=All`` and ``fieldValidation=Strict``, so a schema error or a misspelt field fails;
+- the ApiServerSource's watched group/versions are served (its adapter exits otherwise) and its
+  ServiceAccount passes the same SubjectAccessReviews Knative's controller runs;
+- the function's own settings loader accepts the Service's environment;
+- knative/function-rbac.yaml grants exactly the API calls the function makes.
+
+No Knative webhook runs here, so Knative's own defaulting/validation is not exercised; what the
+webhook would reject that the schema lets through is checked below by hand where it matters
+(reserved PORT variable, probe port, timeouts).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+KNATIVE = REPO / "knative"
+KUSTOMIZATIONS = ("knative", "knative/overlays/live", "knative/overlays/mpi-operator")
+
+TRAINING_JOB_KINDS = {  # kind -> plural, all in kubeflow.org
+    "PyTorchJob": "pytorchjobs",
+    "TFJob": "tfjobs",
+    "MPIJob": "mpijobs",
+    "XGBoostJob": "xgboostjobs",
+    "PaddleJob": "paddlejobs",
+    "JAXJob": "jaxjobs",
+}
+JOB_LABEL = "training.kubeflow.org/job-name"
+FIELD_MANAGER = "podsweeper-manifest-test"
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def by_kind(objects: list[dict], kind: str, api_group: str | None = None) -> list[dict]:
+    return [o for o in objects if o["kind"] == kind
+            and (api_group is None or o["apiVersion"].rpartition("/")[0] == api_group)]
+
+
+def one(objects: list[dict], kind: str, api_group: str | None = None) -> dict:
+    found = by_kind(objects, kind, api_group)
+    assert len(found) == 1, f"expected one {kind}, found {len(found)}"
+    return found[0]
+
+
+def rules_table(cluster_role: dict) -> dict[tuple[str, str], set[str]]:
+    """(apiGroup, resource) -> verbs, with every rule's lists multiplied out."""
+    table: dict[tuple[str, str], set[str]] = {}
+    for rule in cluster_role.get("rules") or []:
+        assert set(rule) <= {"apiGroups", "resources", "verbs"}, \
+            f"unexpected rule fields (resourceNames, nonResourceURLs, ...): {rule}"
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                table.setdefault((group, resource), set()).update(rule["verbs"])
+    return table
+
+
+def guess_plural(kind: str) -> str:
+    """k8s.io/apimachinery meta.UnsafeGuessKindToResource, as Knative's controller uses it."""
+    lower = kind.lower()
+    if lower.endswith("s"):
+        return lower + "es"
+    if lower.endswith("y"):
+        return lower[:-1] + "ies"
+    return lower + "s"
+
+
+def ksvc_container(objects: list[dict]) -> dict:
+    svc = one(objects, "Service", "serving.knative.dev")
+    containers = svc["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return containers[0]
+
+
+def env_of(container: dict) -> dict[str, str]:
+    env = {}
+    for item in container.get("env") or []:
+        assert "valueFrom" not in item, f"{item['name']}: only literal values expected"
+        assert item["name"] not in env, f"{item['name']} set twice"
+        env[item["name"]] = item.get("value", "")
+    return env
+
+
+@pytest.fixture(scope="session")
+def rendered() -> dict[str, list[dict]]:
+    from tests.tools.kustomize import render
+
+    return {name: render(REPO / name) for name in KUSTOMIZATIONS}
+
+
+# --- the function's RBAC (no cluster, no kustomize) ---------------------------------------
+
+
+def test_function_clusterrole_grants_exactly_what_the_function_uses():
+    docs = [d for d in yaml.safe_load_all((KNATIVE / "function-rbac.yaml").read_text()) if d]
+    role = one(docs, "ClusterRole")
+    text = json.dumps(role["rules"])
+    assert "*" not in text, "no wildcard in the function's ClusterRole"
+    expected = {("", "pods"): {"get", "list", "delete"},
+                ("", "events"): {"get", "create", "patch"}}
+    expected |= {("kubeflow.org", plural): {"get", "list"} for plural in TRAINING_JOB_KINDS.values()}
+    assert rules_table(role) == expected
+
+    binding = one(docs, "ClusterRoleBinding")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io",
+                                  "kind": "ClusterRole", "name": role["metadata"]["name"]}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "podsweeper",
+                                    "namespace": "podsweeper"}]
+    sa = one(docs, "ServiceAccount")
+    assert (sa["metadata"]["namespace"], sa["metadata"]["name"]) == ("podsweeper", "podsweeper")
+
+
+# --- the rendered manifests ---------------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_base_renders_everything_into_namespace_podsweeper(rendered):
+    objects = rendered["knative"]
+    kinds = sorted((o["kind"], o["metadata"]["name"]) for o in objects)
+    assert kinds == sorted([
+        ("Namespace", "podsweeper"),
+        ("ServiceAccount", "podsweeper"), ("ServiceAccount", "podsweeper-source"),
+        ("ClusterRole", "podsweeper"), ("ClusterRole", "podsweeper-source"),
+        ("ClusterRoleBinding", "podsweeper"), ("ClusterRoleBinding", "podsweeper-source"),
+        ("Service", "podsweeper"), ("ApiServerSource", "podsweeper"),
+        ("PingSource", "podsweeper-sweep"),
+    ])
+    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+    for o in objects:
+        if o["kind"] not in cluster_scoped:
+            assert o["metadata"].get("namespace") == "podsweeper", o["metadata"]
+
+
+@pytest.mark.integration
+def test_apiserversource_watches_the_training_jobs_and_their_pods(rendered):
+    objects = rendered["knative"]
+    src = one(objects, "ApiServerSource")
+    spec = src["spec"]
+    assert spec["mode"] == "Resource"  # data = the whole object; Reference would need a GET
+    assert spec["namespaceSelector"] == {}  # all namespaces
+    assert spec["sink"] == {"ref": {"apiVersion": "serving.knative.dev/v1", "kind": "Service",
+                                    "name": "podsweeper"}}
+    watched = {(r["apiVersion"], r["kind"]) for r in spec["resources"]}
+    assert watched == {("kubeflow.org/v1", k) for k in TRAINING_JOB_KINDS} | {("v1", "Pod")}
+    pods = [r for r in spec["resources"] if r["kind"] == "Pod"]
+    assert pods[0]["selector"] == {"matchExpressions": [{"key": JOB_LABEL, "operator": "Exists"}]}
+    jobs = [r for r in spec["resources"] if r["kind"] != "Pod"]
+    assert all("selector" not in r for r in jobs)
+
+    # Its ServiceAccount exists in the source's namespace and its ClusterRole covers every
+    # watched resource with exactly get/list/watch (what Knative's controller checks).
+    sa_name = spec["serviceAccountName"]
+    assert any(o["metadata"]["name"] == sa_name for o in by_kind(objects, "ServiceAccount"))
+    role = next(o for o in by_kind(objects, "ClusterRole") if o["metadata"]["name"] == sa_name)
+    table = rules_table(role)
+    assert "*" not in json.dumps(role["rules"])
+    needed = {(r["apiVersion"].rpartition("/")[0], guess_plural(r["kind"])) for r in spec["resources"]}
+    assert set(table) == needed
+    assert all(verbs == {"get", "list", "watch"} for verbs in table.values()), table
+    binding = next(o for o in by_kind(objects, "ClusterRoleBinding")
+                   if o["metadata"]["name"] == sa_name)
+    assert binding["roleRef"]["name"] == sa_name
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa_name,
+                                    "namespace": src["metadata"]["namespace"]}]
+
+
+@pytest.mark.integration
+def test_pingsource_is_the_five_minute_backstop(rendered):
+    ping = one(rendered["knative"], "PingSource")
+    assert ping["spec"]["schedule"] == "*/5 * * * *"
+    assert json.loads(ping["spec"]["data"]) == {}
+    assert ping["spec"]["sink"]["ref"]["name"] == "podsweeper"
+
+
+@pytest.mark.integration
+def test_knative_service_runs_the_function_safely(rendered):
+    svc = one(rendered["knative"], "Service", "serving.knative.dev")
+    assert svc["metadata"]["labels"]["networking.knative.dev/visibility"] == "cluster-local"
+    template = svc["spec"]["template"]
+    annotations = template["metadata"]["annotations"]
+    min_scale = int(annotations["autoscaling.knative.dev/min-scale"])
+    max_scale = int(annotations["autoscaling.knative.dev/max-scale"])
+    assert 1 <= min_scale <= max_scale
+    spec = template["spec"]
+    assert spec["serviceAccountName"] == "podsweeper"
+    assert 1 <= spec["containerConcurrency"] <= 100
+
+    c = ksvc_container(rendered["knative"])
+    assert re.fullmatch(r"[\w./-]+:\d+\.\d+\.\d+", c["image"]), c["image"]
+    # Knative reserves PORT (it sets it to the containerPort) and rejects a probe port that
+    # differs from the serving port; the Dockerfile's default is 8080 too.
+    assert c["ports"] == [{"name": "http1", "containerPort": 8080}]
+    assert "PORT" not in env_of(c)
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert c[probe]["httpGet"] == {"path": "/healthz"}, probe
+    sc = c["securityContext"]
+    assert sc == {"runAsNonRoot": True, "readOnlyRootFilesystem": True,
+                  "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                  "seccompProfile": {"type": "RuntimeDefault"}}
+    # A read-only root needs a writable /tmp for gunicorn's worker heartbeat file.
+    mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert "emptyDir" in volumes[mounts["/tmp"]]
+    for kind in ("requests", "limits"):
+        assert set(c["resources"][kind]) == {"cpu", "memory"}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("kustomization, dry_run", [("knative", True), ("knative/overlays/live", False)])
+def test_service_env_is_accepted_by_the_function_settings(rendered, monkeypatch, kustomization, dry_run):
+    from function.config import ENV_PREFIX, Settings, load_settings
+
+    env = env_of(ksvc_container(rendered[kustomization]))
+    assert env == {
+        "PODSWEEPER_DRY_RUN": "true" if dry_run else "false",
+        "PODSWEEPER_NAMESPACES": "",
+        "PODSWEEPER_EXCLUDE_NAMESPACES": "kube-system",
+        "PODSWEEPER_CRASHLOOP_ACTION": "warn",
+        "PODSWEEPER_MAX_DELETES_PER_EVENT": "100",
+        "PODSWEEPER_ORPHAN_GRACE_SECONDS": "30",
+        "THREADS": "12",
+    }
+    # Settings ignores unknown PODSWEEPER_* names, so a misspelt one would be silently unused.
+    known = {ENV_PREFIX + name.upper() for name in Settings.model_fields}
+    assert {n for n in env if n.startswith(ENV_PREFIX)} <= known
+    for name in list(os.environ):
+        if name.startswith(ENV_PREFIX):
+            monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings = load_settings()
+    assert settings.dry_run is dry_run
+    assert settings.namespace_allowed("team-a") and not settings.namespace_allowed("kube-system")
+    # Knative cuts a request off at timeoutSeconds; the function must answer (503 if the API is
+    # slow, so the event is retried) well before that.
+    svc = one(rendered[kustomization], "Service", "serving.knative.dev")
+    assert settings.event_timeout_seconds < svc["spec"]["template"]["spec"]["timeoutSeconds"]
+    # containerConcurrency events in flight plus probes must fit gunicorn's threads.
+    assert int(env["THREADS"]) > svc["spec"]["template"]["spec"]["containerConcurrency"]
+
+
+@pytest.mark.integration
+def test_overlays_change_only_what_they_are_for(rendered):
+    base = {(o["kind"], o["metadata"]["name"]): o for o in rendered["knative"]}
+    live = rendered["knative/overlays/live"]
+    assert [(o["kind"], o["metadata"]["name"]) for o in live] == [("Service", "podsweeper")]
+    dry = json.loads(json.dumps(live[0]))
+    env = dry["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert env[0] == {"name": "PODSWEEPER_DRY_RUN", "value": "false"}
+    env[0]["value"] = "true"
+    assert dry == base[("Service", "podsweeper")]
+
+    mpi = rendered["knative/overlays/mpi-operator"]
+    src = one(mpi, "ApiServerSource")
+    kinds = {(r["apiVersion"], r["kind"]) for r in src["spec"]["resources"]}
+    assert ("kubeflow.org/v2beta1", "MPIJob") in kinds and ("kubeflow.org/v1", "MPIJob") not in kinds
+    for o in mpi:
+        if o["kind"] != "ApiServerSource":
+            assert o == base[(o["kind"], o["metadata"]["name"])]
+
+
+@pytest.mark.integration
+def test_kubectl_embedded_kustomize_renders_the_same(rendered, tmp_path):
+    """`kubectl apply -k knative/` uses kubectl's own (older) kustomize; it must agree."""
+    import shutil
+    import subprocess
+
+    kubectls = sorted(Path("/usr/lib/google-cloud-sdk/bin").glob("kubectl.1.*"))
+    if not kubectls and shutil.which("kubectl"):
+        kubectls = [Path(shutil.which("kubectl"))]
+    if not kubectls:
+        pytest.skip("no kubectl on this machine (optional cross-check)")
+    kubectl = kubectls[0]  # the oldest: 1.27 embeds kustomize v5.0.1
+    for name in KUSTOMIZATIONS:
+        out = subprocess.run([str(kubectl), "kustomize", str(REPO / name)],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, f"{kubectl.name} kustomize {name}: {out.stderr}"
+        assert [d for d in yaml.safe_load_all(out.stdout) if d] == rendered[name], name
+
+
+# --- against the real API server ----------------------------------------------------------
+
+
+class Api:
+    """Raw HTTP calls to the API server (discovery, server-side apply, reviews).
+
+    Plain requests with the ApiClient's host, CA and token: the kubernetes client's own
+    low-level call_api changed shape between the versions pyproject allows.
+    """
+
+    def __init__(self, api_client):
+        import requests
+
+        cfg = api_client.configuration
+        self.host = cfg.host.rstrip("/")
+        self.session = requests.Session()
+        # No REQUESTS_CA_BUNDLE / proxy from the environment: this is our own loopback server.
+        self.session.trust_env = False
+        self.verify = cfg.ssl_ca_cert or True
+        token = cfg.get_api_key_with_prefix("authorization") or cfg.get_api_key_with_prefix("BearerToken")
+        assert token, "expected a token-authenticated admin client"
+        self.session.headers["Authorization"] = token
+        self.session.headers["Accept"] = "application/json"
+        self._discovery: dict[str, dict] = {}
+
+    def call(self, method: str, path: str, query=None, body=None, content_type=None):
+        headers = {"Content-Type": content_type} if content_type else {}
+        resp = self.session.request(method, self.host + path, params=query, data=body,
+                                    headers=headers, verify=self.verify, timeout=30)
+        return resp.status_code, resp.content
+
+    def resources(self, api_version: str) -> dict[str, dict]:
+        """Discovery for one group/version: kind -> APIResource (None if not served)."""
+        if api_version not in self._discovery:
+            path = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+            status, data = self.call("GET", path)
+            if status == 404:
+                return {}
+            assert status == 200, f"GET {path}: {status} {data!r}"
+            listing = json.loads(data)["resources"]
+            self._discovery[api_version] = {r["kind"]: r for r in listing if "/" not in r["name"]}
+        return self._discovery[api_version]
+
+    def path_of(self, obj: dict, named: bool = True) -> str:
+        api_version = obj["apiVersion"]
+        resource = self.resources(api_version).get(obj["kind"])
+        assert resource, f"{api_version} {obj['kind']} is not served by the API server"
+        prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        if resource["namespaced"]:
+            prefix += f"/namespaces/{obj['metadata']['namespace']}"
+        path = f"{prefix}/{resource['name']}"
+        return f"{path}/{obj['metadata']['name']}" if named else path
+
+    def create(self, obj: dict, dry_run: bool = True) -> tuple[int, bytes]:
+        """POST with strict field validation: unknown fields anywhere are errors.
+
+        (Server-side apply alone does not catch every unknown field: inside an atomic list,
+        e.g. ApiServerSource spec.resources[], it prunes them silently.)
+        A 409 AlreadyExists comes after decoding, admission and validation, so it too means
+        the object is valid.
+        """
+        query = [("fieldManager", FIELD_MANAGER), ("fieldValidation", "Strict")]
+        if dry_run:
+            query.append(("dryRun", "All"))
+        return self.call("POST", self.path_of(obj, named=False), query, json.dumps(obj),
+                         "application/json")
+
+    def apply(self, obj: dict, dry_run: bool = True) -> tuple[int, bytes]:
+        """Server-side apply (as `kubectl apply --server-side [--dry-run=server]`)."""
+        query = [("fieldManager", FIELD_MANAGER), ("fieldValidation", "Strict"), ("force", "true")]
+        if dry_run:
+            query.append(("dryRun", "All"))
+        return self.call("PATCH", self.path_of(obj), query, json.dumps(obj),
+                         "application/apply-patch+yaml")
+
+    def delete(self, obj: dict) -> None:
+        status, data = self.call("DELETE", self.path_of(obj))
+        assert status in (200, 202, 404), f"DELETE {self.path_of(obj)}: {status} {data!r}"
+
+
+@pytest.fixture(scope="module")
+def api(admin_api, rendered):
+    """Admin access to a control plane with the Knative CRDs our manifests use installed."""
+    from tests.controlplane.manifests import install_crds
+    from tests.deploy.knative_crds import crds_for, knative_crds
+
+    objects = [o for name in KUSTOMIZATIONS for o in rendered[name]]
+    crds = crds_for(objects, knative_crds())
+    assert {c["spec"]["names"]["kind"] for c in crds} == {"Service", "ApiServerSource", "PingSource"}
+    install_crds(admin_api, crds, timeout=60)
+    api = Api(admin_api)
+    # Dry-run creates in a namespace that does not exist are rejected (NamespaceLifecycle):
+    # make sure the manifests' namespace really exists (the control-plane fixture normally
+    # created it already from function-rbac.yaml).
+    namespace = one(rendered["knative"], "Namespace")
+    status, data = api.apply(namespace, dry_run=False)
+    assert status in (200, 201), data
+    return api
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_every_object_passes_server_side_dry_run(api, rendered, kustomization):
+    failures = []
+    for obj in rendered[kustomization]:
+        name = f"{obj['kind']}/{obj['metadata']['name']}"
+        status, data = api.create(obj, dry_run=True)
+        if status == 409:
+            assert json.loads(data).get("reason") == "AlreadyExists", data
+        elif status != 201:
+            failures.append(f"create --dry-run=server {name}: {status} {data.decode()}")
+        status, data = api.apply(obj, dry_run=True)
+        if status not in (200, 201):
+            failures.append(f"apply --server-side --dry-run=server {name}: {status} {data.decode()}")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("kind, mutate", [
+    ("Service", lambda o: o["spec"]["template"]["spec"].update(containerConcurency=10)),
+    ("Service", lambda o: o["spec"]["template"]["spec"]["containers"][0]["resources"]
+     ["limits"].update(cpu="half")),
+    ("Service", lambda o: o["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+     .update(runAsNonRoot="yes")),
+    ("ApiServerSource", lambda o: o["spec"]["resources"][0].update(selectr={})),
+    ("PingSource", lambda o: o["spec"].update(schedule=5)),
+])
+def test_dry_run_does_reject_a_broken_manifest(api, rendered, kind, mutate):
+    """The control for the test above: the schemas are live, a typo does not slip through."""
+    obj = json.loads(json.dumps(one(rendered["knative"], kind)))
+    mutate(obj)
+    status, data = api.create(obj, dry_run=True)
+    assert 400 <= status < 500 and status != 409, f"{kind} accepted: {status} {data!r}"
+
+
+@pytest.mark.integration
+def test_watched_group_versions_are_served(api, rendered):
+    """The receive adapter exits at start if a listed group/version is not served.
+
+    Against the training operator's real CRDs (v1.9: all six kinds at kubeflow.org/v1);
+    the mpi-operator overlay's v2beta1 is, as documented, for clusters that serve it instead.
+    """
+    src = one(rendered["knative"], "ApiServerSource")
+    for res in src["spec"]["resources"]:
+        served = api.resources(res["apiVersion"])
+        assert res["kind"] in served, f"{res['apiVersion']} {res['kind']} not served"
+        assert served[res["kind"]]["name"] == guess_plural(res["kind"])
+        assert {"get", "list", "watch"} <= set(served[res["kind"]]["verbs"])
+    mpi = one(rendered["knative/overlays/mpi-operator"], "ApiServerSource")
+    assert "MPIJob" not in api.resources("kubeflow.org/v2beta1")  # only the overlay names it
+    assert any(r["apiVersion"] == "kubeflow.org/v2beta1" for r in mpi["spec"]["resources"])
+
+
+@pytest.mark.integration
+def test_source_service_account_passes_knatives_access_check(api, rendered):
+    """Apply the source's RBAC for real and run the SubjectAccessReviews Knative's ApiServerSource
+    controller runs (eventing pkg/reconciler/apiserversource runAccessCheck): get, list and
+    watch on each resource, as the source's ServiceAccount; and no write access."""
+    objects = rendered["knative"]
+    src = one(objects, "ApiServerSource")
+    sa_name = src["spec"]["serviceAccountName"]
+    rbac = [o for o in objects if o["metadata"]["name"] == sa_name]
+    assert [o["kind"] for o in rbac] == ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"]
+    for obj in rbac:
+        status, data = api.apply(obj, dry_run=False)
+        assert status in (200, 201), data
+    user = f"system:serviceaccount:{src['metadata']['namespace']}:{sa_name}"
+
+    def allowed(verb: str, group: str, resource: str, namespace: str) -> bool:
+        review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                  "spec": {"user": user, "groups": ["system:serviceaccounts"],
+                           "resourceAttributes": {"namespace": namespace, "verb": verb,
+                                                  "group": group, "resource": resource}}}
+        status, data = api.call("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                                body=json.dumps(review), content_type="application/json")
+        assert status == 201, data
+        return json.loads(data)["status"].get("allowed", False)
+
+    try:
+        for res in src["spec"]["resources"]:
+            group = res["apiVersion"].rpartition("/")[0]
+            for namespace in ("", "team-a"):  # all namespaces, and any one of them
+                for verb in ("get", "list", "watch"):
+                    assert allowed(verb, group, guess_plural(res["kind"]), namespace), \
+                        (verb, res["kind"], namespace)
+            for verb in ("create", "update", "patch", "delete", "deletecollection"):
+                assert not allowed(verb, group, guess_plural(res["kind"]), "team-a"), (verb, res)
+        assert not allowed("get", "", "secrets", "team-a")
+    finally:
+        for obj in reversed(rbac):
+            api.delete(obj)

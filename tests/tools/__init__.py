@@ -1,0 +1,1 @@
+"""Small build helpers for the deploy and container tests (kustomize, buildah images)."""
