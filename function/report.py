@@ -27,11 +27,11 @@ WARNING_REASONS = {
 }
 
 
-def setup_logging(stream=sys.stdout) -> None:
-    """Decision lines are JSON already: print them bare, one per line."""
+def setup_logging(stream=None) -> None:
+    """Decision lines are JSON already: print them bare, one per line (stdout by default)."""
     if decision_log.handlers:
         return
-    handler = logging.StreamHandler(stream)
+    handler = logging.StreamHandler(stream or sys.stdout)
     handler.setFormatter(logging.Formatter("%(message)s"))
     decision_log.addHandler(handler)
     decision_log.setLevel(logging.INFO)

@@ -144,3 +144,19 @@ def test_orphans_after_job_delete_and_the_sweep(control_plane, operator, namespa
     outcome = handle(service, ping(at(0)))
     assert [(a.decision.rule.value, a.result) for a in outcome.applied] == [("orphan", "deleted")]
     assert operator.pod_names() == []
+
+
+def test_cli_sweep_dry_run_then_for_real(control_plane, operator, namespace, capsys):
+    from function.cli import main
+
+    job = operator.create_job()
+    worker = operator.create_pod(job, "Worker", 0)
+    operator.set_pod_status(worker, "Running", [cs()])
+    operator.set_job_conditions(job, [("Created", at(0)), ("Failed", at(10))])
+    argv = ["sweep", "--kubeconfig", str(control_plane.function_kubeconfig), "-n", namespace]
+    assert main(argv + ["--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert '"result": "dry-run"' in out and '"rule": "finished-job-active-pod"' in out
+    assert operator.pod_names() == ["pytest-worker-0"]
+    assert main(argv) == 0
+    assert '"result": "deleted"' in capsys.readouterr().out and operator.pod_names() == []
