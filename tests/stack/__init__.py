@@ -1,0 +1,368 @@
+"""The whole podsweeper path on one machine: control plane, function, Knative's receive adapter.
+
+    kube-apiserver --watch--> apiserver_receive_adapter --CloudEvents/HTTP--> functions-framework
+          ^                                                                        |
+          +---------------- GET job, LIST pods, DELETE pod, create Event ----------+
+
+- the control plane is tests/controlplane (etcd + kube-apiserver, Kubeflow CRDs, the
+  function's RBAC from knative/function-rbac.yaml);
+- the function is served by `functions-framework --source function/main.py --target handle
+  --signature-type cloudevent` (the README's and Dockerfile's command) on a free port, as the
+  ServiceAccount user podsweeper/podsweeper, configured through PODSWEEPER_* variables;
+- the adapter runs the shipped knative/source/apiserversource.yaml restricted to the namespace,
+  as podsweeper/podsweeper-source with knative/source/rbac.yaml (tests/adapter/launcher.py);
+- a "kubelet" finishes graceful pod deletions: without a kubelet a deleted pod that is bound
+  to a node stays Terminating forever, while a real kubelet stops its containers and then
+  removes it (delete with grace period 0).
+
+`python -m tests.stack --kubeconfig PATH --namespace NS` runs it by hand (see __main__.py);
+the e2e tests use `Stack` with their own control plane and namespace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import requests
+
+from tests.controlplane.launcher import _die_with_parent, free_port
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class StackError(RuntimeError):
+    """A part of the stack exited or never became ready; the message carries its log tail."""
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(l[:600] for l in path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _stop_group(proc: subprocess.Popen | None, timeout: float = 10.0) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def functions_framework_command() -> str:
+    """The functions-framework script of this interpreter's environment (else PATH)."""
+    beside = Path(sys.executable).parent / "functions-framework"
+    found = str(beside) if beside.exists() else shutil.which("functions-framework")
+    if not found:
+        raise StackError("functions-framework is not installed: pip install -e '.[test]'")
+    return found
+
+
+class FunctionServer:
+    """The function under functions-framework; ready once GET /healthz answers 200."""
+
+    def __init__(self, kubeconfig: str | Path, namespaces: list[str], *, env: dict | None = None,
+                 workdir: Path, log=sys.stderr, ready_timeout: float = 30.0):
+        self.kubeconfig = Path(kubeconfig)
+        self.namespaces = namespaces
+        self.extra_env = dict(env or {})
+        self.workdir = workdir
+        self.log = log
+        self.ready_timeout = ready_timeout
+        self.port = 0
+        self.proc: subprocess.Popen | None = None
+        self.log_path = workdir / "function.log"
+        self.started_in: float | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> FunctionServer:
+        started = time.monotonic()
+        self.port = free_port()
+        while self.port == 8080:  # the receive adapter's probe port
+            self.port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PODSWEEPER_")}
+        env.update({
+            "KUBECONFIG": str(self.kubeconfig),
+            "PODSWEEPER_NAMESPACES": ",".join(self.namespaces),
+            "PYTHONUNBUFFERED": "1",
+            **self.extra_env,
+        })
+        argv = [functions_framework_command(), "--source", str(REPO_ROOT / "function" / "main.py"),
+                "--target", "handle", "--signature-type", "cloudevent",
+                "--host", "127.0.0.1", "--port", str(self.port)]
+        with self.log_path.open("ab") as out:
+            self.proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
+                                         stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                         preexec_fn=_die_with_parent(os.getpid()))
+        deadline = time.monotonic() + self.ready_timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise StackError(f"functions-framework exited with {self.proc.returncode}:\n"
+                                 f"{_tail(self.log_path)}")
+            try:
+                if requests.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise StackError(f"function not healthy after {self.ready_timeout:.0f}s:\n"
+                                 f"{_tail(self.log_path)}")
+            time.sleep(0.05)
+        self.started_in = time.monotonic() - started
+        print(f"function: serving on {self.url} for namespace(s) {','.join(self.namespaces)} "
+              f"after {self.started_in:.1f}s", file=self.log, flush=True)
+        return self
+
+    def post(self, event: dict) -> requests.Response:
+        """POST a CloudEvent (structured dict) in binary content mode, as Knative sends it."""
+        headers = {f"Ce-{k}": str(v) for k, v in event.items() if k not in ("data", "datacontenttype")}
+        headers["Content-Type"] = event.get("datacontenttype", "application/json")
+        return requests.post(self.url, data=json.dumps(event.get("data", {})), headers=headers, timeout=30)
+
+    def warm_up(self) -> None:
+        """One backstop sweep, so the first real event does not pay for the function's lazy
+        start (importing the kubernetes client, the first TLS connection): a deployed
+        function gets the same from its PingSource, or from earlier events."""
+        response = self.post({"specversion": "1.0", "id": f"warm-up-{time.time_ns()}",
+                              "source": "tests.stack", "type": "dev.knative.sources.ping",
+                              "datacontenttype": "application/json", "data": {}})
+        if response.status_code != 200:
+            raise StackError(f"warm-up sweep answered {response.status_code}: {response.text}\n"
+                             f"{_tail(self.log_path)}")
+
+    def events_handled(self) -> float:
+        """podsweeper_events_total summed over its labels, from /metrics."""
+        text = requests.get(f"{self.url}/metrics", timeout=5).text
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("podsweeper_events_total{"))
+
+    def wait_idle(self, quiet: float = 0.5, timeout: float = 15.0) -> None:
+        """Return once no event has been handled for `quiet` seconds (in-flight ones done)."""
+        deadline = time.monotonic() + timeout
+        last, since = self.events_handled(), time.monotonic()
+        while time.monotonic() - since < quiet:
+            if time.monotonic() > deadline:
+                raise StackError(f"the function was still busy after {timeout:.0f}s")
+            time.sleep(0.05)
+            current = self.events_handled()
+            if current != last:
+                last, since = current, time.monotonic()
+
+    def decisions(self) -> list[dict]:
+        """The decision lines the function has logged so far (one JSON object each)."""
+        found = []
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            if line.startswith("{"):
+                try:
+                    item = json.loads(line)
+                except ValueError:
+                    continue
+                if item.get("msg") == "decision":
+                    found.append(item)
+        return found
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        _stop_group(self.proc)
+
+
+class Kubelet:
+    """Finishes graceful deletions in one namespace the way a kubelet does once the
+    containers have stopped: DELETE with gracePeriodSeconds=0 and the pod's uid as
+    precondition (so a pod re-created under the same name is never touched).
+    """
+
+    def __init__(self, admin_api, namespace: str, *, delay: float = 0.0):
+        from kubernetes import client
+
+        self.core = client.CoreV1Api(admin_api)
+        self.namespace = namespace
+        self.delay = delay
+        self.finished: dict[str, float] = {}  # pod uid -> time.monotonic() of the final delete
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._response = None
+        self._version = ""
+
+    def start(self) -> Kubelet:
+        body = json.loads(self.core.list_namespaced_pod(self.namespace, _preload_content=False).data)
+        self._version = body["metadata"]["resourceVersion"]
+        for pod in body.get("items") or []:
+            self._maybe_finish(pod)
+        self._thread = threading.Thread(target=self._run, name=f"kubelet-{self.namespace}", daemon=True)
+        self._thread.start()
+        return self
+
+    def _maybe_finish(self, pod: dict) -> None:
+        meta = pod.get("metadata") or {}
+        if not meta.get("deletionTimestamp") or meta["uid"] in self.finished:
+            return
+        from kubernetes.client.rest import ApiException
+
+        if self.delay:
+            time.sleep(self.delay)
+        try:
+            self.core.delete_namespaced_pod(
+                meta["name"], self.namespace, grace_period_seconds=0,
+                body={"preconditions": {"uid": meta["uid"]}, "gracePeriodSeconds": 0},
+                _preload_content=False)
+        except ApiException as error:
+            if error.status not in (404, 409):
+                raise
+        self.finished[meta["uid"]] = time.monotonic()
+
+    def _run(self) -> None:
+        from kubernetes.watch.watch import iter_resp_lines
+
+        while not self._stop.is_set():
+            try:
+                self._response = self.core.list_namespaced_pod(
+                    self.namespace, watch=True, resource_version=self._version,
+                    allow_watch_bookmarks=True, timeout_seconds=60, _preload_content=False,
+                    _request_timeout=(5, 90))
+                for line in iter_resp_lines(self._response):
+                    change = json.loads(line)
+                    obj = change.get("object") or {}
+                    if change.get("type") == "ERROR":
+                        body = json.loads(self.core.list_namespaced_pod(
+                            self.namespace, _preload_content=False).data)
+                        self._version = body["metadata"]["resourceVersion"]
+                        for pod in body.get("items") or []:
+                            self._maybe_finish(pod)
+                        break
+                    self._version = (obj.get("metadata") or {}).get("resourceVersion") or self._version
+                    if change.get("type") in ("ADDED", "MODIFIED"):
+                        self._maybe_finish(obj)
+            except Exception as error:  # noqa: BLE001 - keep playing the kubelet
+                if self._stop.is_set():
+                    return
+                print(f"kubelet: watch broke ({type(error).__name__}: {error}); resuming",
+                      file=sys.stderr, flush=True)
+                self._stop.wait(0.2)
+
+    def stop(self) -> None:
+        self._stop.set()
+        response = self._response
+        if response is not None:
+            try:
+                getattr(response, "shutdown", response.close)()
+            except Exception:  # noqa: BLE001
+                pass
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+
+
+class Stack:
+    """Function + receive adapter (+ kubelet) for one namespace, on a running control plane.
+
+    `Stack.on(control_plane, namespace)` starts everything and returns once the adapter is
+    watching; `stop()` (or leaving the `with` block) tears it down in reverse order.
+    """
+
+    def __init__(self, control_plane, namespace: str, *, mode: str = "Resource",
+                 function_env: dict | None = None, log=sys.stderr, kubelet_delay: float = 0.0):
+        self.cp = control_plane
+        self.namespace = namespace
+        self.mode = mode
+        self.function_env = dict(function_env or {})
+        self.log = log
+        self.kubelet_delay = kubelet_delay
+        self.workdir = Path(tempfile.mkdtemp(prefix="podsweeper-stack-"))
+        self.admin_api = None
+        self.function: FunctionServer | None = None
+        self.adapter = None
+        self.kubelet: Kubelet | None = None
+
+    @classmethod
+    def on(cls, control_plane, namespace: str, **kwargs) -> Stack:
+        return cls(control_plane, namespace, **kwargs).start()
+
+    def __enter__(self) -> Stack:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> Stack:
+        from kubernetes import client
+        from kubernetes.client.rest import ApiException
+
+        from tests.adapter.launcher import install_source_rbac
+
+        try:
+            self.admin_api = self.cp.api_client("admin")
+            try:
+                client.CoreV1Api(self.admin_api).create_namespace({"metadata": {"name": self.namespace}})
+            except ApiException as error:
+                if error.status != 409:
+                    raise
+            install_source_rbac(self.admin_api)
+            self.kubelet = Kubelet(self.admin_api, self.namespace, delay=self.kubelet_delay).start()
+            self.function = FunctionServer(self.cp.function_kubeconfig, [self.namespace],
+                                           env=self.function_env, workdir=self.workdir,
+                                           log=self.log).start()
+            self.function.warm_up()
+            self.start_adapter(self.mode)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def start_adapter(self, mode: str | None = None):
+        """(Re)start the receive adapter, e.g. in another mode; returns once it is watching."""
+        from tests.adapter.launcher import ReceiveAdapter, source_config
+
+        self.stop_adapter()
+        self.mode = mode or self.mode
+        source_kubeconfig = self.cp.write_kubeconfig(self.workdir / "kubeconfig-source", "source")
+        self.adapter = ReceiveAdapter(source_kubeconfig, source_config([self.namespace], self.mode),
+                                      self.function.url, workdir=self.workdir, log=self.log).start()
+        return self.adapter
+
+    def stop_adapter(self) -> None:
+        if self.adapter is not None:
+            self.adapter.stop()
+
+    def check_alive(self) -> None:
+        self.cp.check_alive()
+        if self.function is not None and not self.function.alive():
+            raise StackError(f"the function exited:\n{_tail(self.function.log_path)}")
+        if self.adapter is not None and self.adapter.proc is not None and not self.adapter.alive() \
+                and self.adapter.proc.returncode not in (0, -signal.SIGTERM):
+            raise StackError(f"the receive adapter exited:\n{self.adapter.tail()}")
+
+    def stop(self) -> None:
+        self.stop_adapter()
+        if self.function is not None:
+            self.function.stop()
+        if self.kubelet is not None:
+            self.kubelet.stop()
+        if self.admin_api is not None:
+            self.admin_api.close()
+            self.admin_api = None
+
+    def cleanup(self) -> None:
+        """Remove the logs (kept by default: a failing test points at them)."""
+        shutil.rmtree(self.workdir, ignore_errors=True)

@@ -1,0 +1,83 @@
+"""`python -m tests.stack --kubeconfig PATH --namespace NS`: try podsweeper by hand.
+
+Starts the control plane (with the Kubeflow training CRDs and the function's RBAC), the
+function under functions-framework and Knative's receive adapter watching NS (created if
+missing), writes an admin kubeconfig (current namespace NS) to PATH, prints `READY` on
+stdout, and runs until SIGTERM/SIGINT, then tears everything down. Progress and where the
+logs are go to stderr. Exits non-zero if a part dies.
+
+    python -m tests.stack --kubeconfig /tmp/ps.kubeconfig --namespace demo &
+    export KUBECONFIG=/tmp/ps.kubeconfig
+    kubectl apply -f my-pytorchjob.yaml        # then play the operator and kubelet:
+    kubectl create -f pods.yaml; kubectl patch ... --subresource=status
+    podsweeper record -n demo --out demo.jsonl  # the events the adapter sends, as a file
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+
+
+class _Stop(BaseException):
+    """Raised from the signal handler so the `with` blocks unwind and stop every part."""
+
+
+def _on_signal(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise _Stop(signum)
+
+
+def _env_pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.startswith("PODSWEEPER_"):
+        raise argparse.ArgumentTypeError(f"expected PODSWEEPER_NAME=VALUE, got {text!r}")
+    return key, value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.stack", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kubeconfig", required=True, help="where to write the admin kubeconfig")
+    parser.add_argument("--namespace", "-n", default="default", help="namespace the adapter watches "
+                        "and the function acts in (created if missing; default: default)")
+    parser.add_argument("--mode", choices=("Resource", "Reference"), default="Resource",
+                        help="the adapter's event mode (default: Resource, as shipped)")
+    parser.add_argument("--env", action="append", type=_env_pair, default=[], metavar="PODSWEEPER_X=V",
+                        help="extra configuration for the function (repeatable)")
+    args = parser.parse_args(argv)
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    from tests.adapter.launcher import AdapterError
+    from tests.controlplane.launcher import ControlPlane, ControlPlaneError
+    from tests.stack import Stack, StackError
+
+    try:
+        with ControlPlane(log=sys.stderr) as cp, \
+                Stack(cp, args.namespace, mode=args.mode, function_env=dict(args.env)) as stack:
+            cp.write_kubeconfig(args.kubeconfig, "admin", namespace=args.namespace)
+            print(f"stack: admin kubeconfig {args.kubeconfig} (namespace {args.namespace}); "
+                  f"function {stack.function.url} (log {stack.function.log_path}); "
+                  f"adapter log {stack.adapter.log_path}", file=sys.stderr, flush=True)
+            print(f"stack: a backstop sweep by hand: curl -X POST {stack.function.url} "
+                  "-H 'Ce-Specversion: 1.0' -H 'Ce-Type: dev.knative.sources.ping' "
+                  "-H 'Ce-Source: by-hand' -H 'Ce-Id: 1' -H 'Content-Type: application/json' -d '{}'",
+                  file=sys.stderr, flush=True)
+            print("READY", flush=True)
+            while True:
+                stack.check_alive()
+                time.sleep(0.5)
+    except _Stop:
+        print("stack: stopped", file=sys.stderr, flush=True)
+        return 0
+    except (ControlPlaneError, StackError, AdapterError) as error:
+        print(f"stack: error: {error}", file=sys.stderr, flush=True)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
