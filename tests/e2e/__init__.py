@@ -1,0 +1,1 @@
+"""End to end through Knative's real ApiServerSource receive adapter (issue 4)."""
