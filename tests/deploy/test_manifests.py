@@ -480,3 +480,41 @@ def test_source_service_account_passes_knatives_access_check(api, rendered):
     finally:
         for obj in reversed(rbac):
             api.delete(obj)
+
+
+GITOPS_OVERLAY = """\
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - {knative}
+images:
+  - name: ghcr.io/podsweeper/podsweeper
+    newName: registry.example.com/platform/podsweeper
+    newTag: 0.1.0
+patches:
+  - target: {{group: serving.knative.dev, kind: Service, name: podsweeper}}
+    patch: |-
+      - op: test
+        path: /spec/template/spec/containers/0/env/0/name
+        value: PODSWEEPER_DRY_RUN
+      - op: replace
+        path: /spec/template/spec/containers/0/env/0/value
+        value: "false"
+"""
+
+
+@pytest.mark.integration
+def test_documented_gitops_overlay_sets_image_and_goes_live(rendered, tmp_path):
+    """The overlay the deploy docs (README, "Deploy on Knative") show: outside the repository,
+    on top of knative/, with the user's image and dry-run off. Keep the two in step."""
+    from tests.tools.kustomize import render
+
+    overlay = tmp_path / "my-cluster" / "podsweeper"
+    overlay.mkdir(parents=True)
+    (overlay / "kustomization.yaml").write_text(
+        GITOPS_OVERLAY.format(knative=os.path.relpath(KNATIVE, overlay)))
+    objects = render(overlay)
+    assert len(objects) == len(rendered["knative"])
+    c = ksvc_container(objects)
+    assert c["image"] == "registry.example.com/platform/podsweeper:0.1.0"
+    assert env_of(c)["PODSWEEPER_DRY_RUN"] == "false"
