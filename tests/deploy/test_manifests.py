@@ -7,11 +7,12 @@
 - the ApiServerSource's watched group/versions are served (its adapter exits otherwise) and its
   ServiceAccount passes the same SubjectAccessReviews Knative's controller runs;
 - the function's own settings loader accepts the Service's environment;
+- Knative's own webhook logic (SetDefaults + Validate from the serving/eventing Go modules,
+  tests/deploy/knativevalidate) accepts the Knative objects: no Knative webhook runs in the
+  test cluster, so that is what rejects e.g. a reserved PORT variable or min-scale > max-scale;
 - knative/function-rbac.yaml grants exactly the API calls the function makes.
 
-No Knative webhook runs here, so Knative's own defaulting/validation is not exercised; what the
-webhook would reject that the schema lets through is checked below by hand where it matters
-(reserved PORT variable, probe port, timeouts).
+Each "accepts" test has a "rejects" control that breaks a manifest on purpose.
 """
 
 from __future__ import annotations
@@ -518,3 +519,47 @@ def test_documented_gitops_overlay_sets_image_and_goes_live(rendered, tmp_path):
     c = ksvc_container(objects)
     assert c["image"] == "registry.example.com/platform/podsweeper:0.1.0"
     assert env_of(c)["PODSWEEPER_DRY_RUN"] == "false"
+
+
+# --- Knative's own admission logic (no webhook runs in the test cluster) --------------------
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_knative_webhook_logic_accepts_the_manifests(rendered, kustomization):
+    from tests.deploy.knative_admission import admit
+
+    objects = rendered[kustomization]
+    results = admit(objects)
+    assert [(r["kind"], r["name"]) for r in results] == \
+        [(o["kind"], o["metadata"]["name"]) for o in objects]
+    knative_kinds = {"Service", "ApiServerSource", "PingSource"}
+    for r, o in zip(results, objects):
+        if o["apiVersion"].endswith("knative.dev/v1") and o["kind"] in knative_kinds:
+            assert r["checked"], r
+    assert [r for r in results if r.get("error")] == []
+
+
+def _svc_env(o, name, value):
+    o["spec"]["template"]["spec"]["containers"][0]["env"].append({"name": name, "value": value})
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("kind, mutate, message", [
+    ("Service", lambda o: _svc_env(o, "PORT", "9090"), "reserved environment variable"),
+    ("Service", lambda o: o["spec"]["template"]["spec"].update(timeoutSeconds=3600), "timeoutSeconds"),
+    ("Service", lambda o: o["spec"]["template"]["metadata"]["annotations"]
+     .update({"autoscaling.knative.dev/min-scale": "9"}), "less than min-scale"),
+    ("Service", lambda o: o["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+     .update(privileged=True), "privileged"),
+    ("PingSource", lambda o: o["spec"].update(schedule="every 5 minutes"), "spec.schedule"),
+    ("ApiServerSource", lambda o: o["spec"].update(mode="Full"), "spec.mode"),
+])
+def test_knative_webhook_logic_rejects_a_broken_manifest(rendered, kind, mutate, message):
+    """The control for the test above: the validator does reject what Knative would."""
+    from tests.deploy.knative_admission import admit
+
+    obj = json.loads(json.dumps(one(rendered["knative"], kind)))
+    mutate(obj)
+    [result] = admit([obj])
+    assert result["checked"] and message in (result.get("error") or ""), result
