@@ -61,8 +61,21 @@ def core(admin_api):
     return client.CoreV1Api(admin_api)
 
 
+@pytest.fixture(scope="session")
+def receive_adapter(pytestconfig):
+    """The adapter binary, built on first use with its progress shown (a cold build takes
+    minutes); a failed build errors the tests that need it, it never skips them."""
+    from tests.controlplane.build import RECEIVE_ADAPTER, ensure_built
+
+    if not RECEIVE_ADAPTER.path.exists():
+        capman = pytestconfig.pluginmanager.getplugin("capturemanager")
+        with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
+            ensure_built(RECEIVE_ADAPTER, log=sys.stderr)
+    return RECEIVE_ADAPTER.path
+
+
 @pytest.fixture
-def make_stack(request, control_plane, namespace):
+def make_stack(request, receive_adapter, control_plane, namespace):
     from tests.stack import Stack
 
     stacks: list[Stack] = []

@@ -11,21 +11,18 @@ the same events in the same order per object, and the same data.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
 import sys
 import threading
 import time
 from collections import defaultdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 
 from tests.adapter.launcher import ReceiveAdapter, install_source_rbac, source_config
 from tests.e2e.players import Play, experiment_1
+from tests.e2e.recording import RecordProcess
 
 pytestmark = pytest.mark.e2e
 
@@ -66,40 +63,6 @@ class CapturingSink:
     def __exit__(self, *exc):
         self.server.shutdown()
         self.server.server_close()
-
-
-class RecordProcess:
-    """`podsweeper record` as a subprocess; watching once it says so on stderr."""
-
-    def __init__(self, kubeconfig: Path, namespace: str, out: Path, mode: str):
-        self.out = out
-        self.stderr_path = out.with_suffix(".stderr")
-        with self.stderr_path.open("wb") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "function", "record", "--kubeconfig", str(kubeconfig),
-                 "-n", namespace, "--out", str(out), "--mode", mode],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                env={k: v for k, v in os.environ.items() if k != "KUBECONFIG"})
-        deadline = time.monotonic() + 30
-        while "watching" not in self.stderr():
-            assert self.proc.poll() is None, f"record exited:\n{self.stderr()}"
-            assert time.monotonic() < deadline, f"record not watching:\n{self.stderr()}"
-            time.sleep(0.05)
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
-
-    def events(self) -> list[dict]:
-        return [json.loads(line) for line in self.out.read_text().splitlines() if line.strip()]
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-        try:
-            return self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait(5)
 
 
 def _settle(counters, quiet: float = 0.7, timeout: float = 20.0) -> None:
@@ -150,7 +113,7 @@ def _compare(sent: list[dict], recorded: list[dict], mode: str) -> None:
     assert len({e["id"] for e in recorded}) == len(recorded)
 
 
-def test_record_writes_what_the_adapter_sends(control_plane, admin_api, namespace, tmp_path):
+def test_record_writes_what_the_adapter_sends(receive_adapter, control_plane, admin_api, namespace, tmp_path):
     install_source_rbac(admin_api)
     source_kubeconfig = control_plane.write_kubeconfig(tmp_path / "kubeconfig-source", "source")
     with CapturingSink() as resource_sink, CapturingSink() as reference_sink, \
