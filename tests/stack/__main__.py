@@ -48,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the adapter's event mode (default: Resource, as shipped)")
     parser.add_argument("--env", action="append", type=_env_pair, default=[], metavar="PODSWEEPER_X=V",
                         help="extra configuration for the function (repeatable)")
+    parser.add_argument("--keep-logs", action="store_true",
+                        help="keep the function's and adapter's logs after stopping (default: removed)")
     args = parser.parse_args(argv)
 
     signal.signal(signal.SIGTERM, _on_signal)
@@ -56,26 +58,32 @@ def main(argv: list[str] | None = None) -> int:
     from tests.controlplane.launcher import ControlPlane, ControlPlaneError
     from tests.stack import Stack, StackError
 
+    stack = None
     try:
-        with ControlPlane(log=sys.stderr) as cp, \
-                Stack(cp, args.namespace, mode=args.mode, function_env=dict(args.env)) as stack:
-            cp.write_kubeconfig(args.kubeconfig, "admin", namespace=args.namespace)
-            print(f"stack: admin kubeconfig {args.kubeconfig} (namespace {args.namespace}); "
-                  f"function {stack.function.url} (log {stack.function.log_path}); "
-                  f"adapter log {stack.adapter.log_path}", file=sys.stderr, flush=True)
-            print(f"stack: a backstop sweep by hand: curl -X POST {stack.function.url} "
-                  "-H 'Ce-Specversion: 1.0' -H 'Ce-Type: dev.knative.sources.ping' "
-                  "-H 'Ce-Source: by-hand' -H 'Ce-Id: 1' -H 'Content-Type: application/json' -d '{}'",
-                  file=sys.stderr, flush=True)
-            print("READY", flush=True)
-            while True:
-                stack.check_alive()
-                time.sleep(0.5)
+        with ControlPlane(log=sys.stderr) as cp:
+            stack = Stack(cp, args.namespace, mode=args.mode, function_env=dict(args.env))
+            with stack:
+                cp.write_kubeconfig(args.kubeconfig, "admin", namespace=args.namespace)
+                print(f"stack: admin kubeconfig {args.kubeconfig} (namespace {args.namespace}); "
+                      f"function {stack.function.url} (log {stack.function.log_path}); "
+                      f"adapter log {stack.adapter.log_path}", file=sys.stderr, flush=True)
+                print(f"stack: a backstop sweep by hand: curl -X POST {stack.function.url} "
+                      "-H 'Ce-Specversion: 1.0' -H 'Ce-Type: dev.knative.sources.ping' "
+                      "-H 'Ce-Source: by-hand' -H 'Ce-Id: 1' -H 'Content-Type: application/json' -d '{}'",
+                      file=sys.stderr, flush=True)
+                print("READY", flush=True)
+                while True:
+                    stack.check_alive()
+                    time.sleep(0.5)
     except _Stop:
         print("stack: stopped", file=sys.stderr, flush=True)
+        if stack is not None and not args.keep_logs:
+            stack.cleanup()
         return 0
     except (ControlPlaneError, StackError, AdapterError) as error:
         print(f"stack: error: {error}", file=sys.stderr, flush=True)
+        if stack is not None:
+            print(f"stack: logs kept in {stack.workdir}", file=sys.stderr, flush=True)
         return 1
 
 
