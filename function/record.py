@@ -135,6 +135,7 @@ class Recorder:
         self.changes: queue.Queue[tuple[str, dict, datetime]] = queue.Queue()
         self.resources: list[Resource] = []
         self.errors: list[str] = []
+        self.failed: str | None = None  # a watch that cannot work (e.g. 403): stop recording
         self._log = log or (lambda message: None)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -187,37 +188,42 @@ class Recorder:
             self._threads.append(thread)
 
     def _watch(self, resource: Resource, version: str) -> None:
+        failures = 0  # in a row: the wait before the next try doubles up to 5 s
         while not self._stop.is_set():
+            problem = None
             try:
                 response = self._request(resource, watch=True, resource_version=version,
                                          allow_watch_bookmarks=True, timeout_seconds=WATCH_SECONDS,
                                          _request_timeout=(10, WATCH_SECONDS + 30))
             except ApiException as error:
-                if self._stop.is_set():
+                if error.status in (401, 403) and not self._stop.is_set():
+                    # No permission to watch: retrying cannot help.
+                    self.failed = f"watch {resource.label}: API answered {error.status} {error.reason}"
+                    self._note(self.failed)
                     return
-                self._note(f"watch {resource.label}: API answered {error.status} {error.reason}; retrying")
-                self._stop.wait(1.0)
-                continue
+                problem = f"API answered {error.status} {error.reason}"
             except (urllib3.exceptions.HTTPError, OSError) as error:
-                if self._stop.is_set():
-                    return
-                self._note(f"watch {resource.label}: {type(error).__name__}: {error}; retrying")
-                self._stop.wait(1.0)
-                continue
-            self._responses[resource] = response
-            try:
-                version = self._consume(resource, response, version)
-            except (urllib3.exceptions.HTTPError, OSError, ValueError) as error:
-                if self._stop.is_set():
-                    return
-                self._note(f"watch {resource.label} broke: {type(error).__name__}: {error}; resuming")
-                self._stop.wait(0.2)
-            finally:
-                self._responses.pop(resource, None)
+                problem = f"{type(error).__name__}: {str(error)[:200]}"
+            else:
+                self._responses[resource] = response
                 try:
-                    response.release_conn()
-                except Exception:  # noqa: BLE001 - a stream shut down by stop()
-                    pass
+                    version = self._consume(resource, response, version)
+                    failures = 0
+                except (urllib3.exceptions.HTTPError, OSError, ValueError) as error:
+                    problem = f"stream broke: {type(error).__name__}: {str(error)[:200]}"
+                finally:
+                    self._responses.pop(resource, None)
+                    try:
+                        response.release_conn()
+                    except Exception:  # noqa: BLE001 - a stream shut down by stop()
+                        pass
+            if problem is None or self._stop.is_set():
+                continue
+            failures += 1
+            if failures == 1 or failures % 20 == 0:  # say it once, then now and then
+                self._note(f"watch {resource.label}: {problem}; retrying"
+                           + (f" ({failures} failures in a row)" if failures > 1 else ""))
+            self._stop.wait(min(5.0, 0.1 * 2 ** failures))
 
     def _consume(self, resource: Resource, response, version: str) -> str:
         """Read one watch stream to its end; returns the version to resume from."""
@@ -301,7 +307,8 @@ def record(kubeconfig: str | None, namespace: str, out: str, seconds: float | No
             f"({mode} mode, source {source}) -> {out}"
             + (f" for {seconds:g}s" if seconds else "; Ctrl-C stops"))
         deadline = None if seconds is None else time.monotonic() + seconds
-        while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
+        while not stop.is_set() and not recorder.failed \
+                and (deadline is None or time.monotonic() < deadline):
             try:
                 verb, obj, received = recorder.changes.get(timeout=0.1)
             except queue.Empty:
@@ -322,4 +329,7 @@ def record(kubeconfig: str | None, namespace: str, out: str, seconds: float | No
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     say(f"recorded {count} event(s) to {out}")
+    if recorder.failed:
+        say(f"stopped: {recorder.failed}")
+        return 1
     return 0
