@@ -17,7 +17,7 @@ import pytest
 
 # Short enough for a test, long enough that a pod created just before its job is deleted
 # is still "too young" when the delete event arrives (creationTimestamp has 1 s resolution).
-ORPHAN_GRACE_SECONDS = 2
+ORPHAN_GRACE_SECONDS = 3
 TIMINGS: list[tuple[str, str]] = []
 
 

@@ -19,6 +19,7 @@ import argparse
 import signal
 import sys
 import time
+from pathlib import Path
 
 
 class _Stop(BaseException):
@@ -63,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         with ControlPlane(log=sys.stderr) as cp:
             stack = Stack(cp, args.namespace, mode=args.mode, function_env=dict(args.env))
             with stack:
+                Path(args.kubeconfig).parent.mkdir(parents=True, exist_ok=True)
                 cp.write_kubeconfig(args.kubeconfig, "admin", namespace=args.namespace)
                 print(f"stack: admin kubeconfig {args.kubeconfig} (namespace {args.namespace}); "
                       f"function {stack.function.url} (log {stack.function.log_path}); "
