@@ -13,6 +13,7 @@ own cleanPodPolicy All cleanup; experiment 2 runs until the workers' 4th restart
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 import time
@@ -82,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(f"  {line}" for line in play.log), file=sys.stderr)
             _clear(play)
         api.close()
+    shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
