@@ -31,6 +31,18 @@ def has_training_label(labels: dict[str, str]) -> bool:
         labels.get(LEGACY_GROUP_LABEL) == kinds.GROUP and LEGACY_JOB_NAME_LABEL in labels)
 
 
+def job_pod_selectors(job_name: str) -> tuple[str, str]:
+    """The two label selectors that find one job's pods (v1.6+ and the pre-v1.6 labels)."""
+    return (f"{JOB_NAME_LABEL}={job_name}",
+            f"{LEGACY_GROUP_LABEL}={kinds.GROUP},{LEGACY_JOB_NAME_LABEL}={job_name}")
+
+
+def labels_name_job(labels: dict[str, str], job_name: str) -> bool:
+    """What job_pod_selectors(job_name) select, for clusters that filter in memory."""
+    return labels.get(JOB_NAME_LABEL) == job_name or (
+        labels.get(LEGACY_GROUP_LABEL) == kinds.GROUP and labels.get(LEGACY_JOB_NAME_LABEL) == job_name)
+
+
 CLEAN_POD_POLICIES = frozenset({"None", "Running", "All"})
 
 

@@ -43,7 +43,7 @@ class Cluster(Protocol):
         """The pod as it is now; None on 404."""
 
     def list_job_pods(self, ref: JobRef) -> list[Pod]:
-        """Pods labelled training.kubeflow.org/job-name=<ref.name> in ref's namespace."""
+        """Pods labelled as <ref.name>'s (v1.6+ or pre-v1.6 job-name labels) in ref's namespace."""
 
     def bounded(self, deadline: float) -> "Cluster":
         """A view whose calls all end by `deadline` (a time.monotonic() value)."""

@@ -23,7 +23,7 @@ from function import kinds
 from function.cluster.base import DeleteResult, EventRecord
 from function.errors import ApiUnavailable, BadEvent
 from function.model import Job, JobRef, Pod
-from function.objects import JOB_NAME_LABEL, TRAINING_POD_SELECTORS, parse_job, parse_pod
+from function.objects import TRAINING_POD_SELECTORS, job_pod_selectors, parse_job, parse_pod
 
 log = logging.getLogger("podsweeper.cluster")
 
@@ -130,9 +130,14 @@ class KubeCluster:
         return None if raw is None else self._parsed(parse_pod, raw)
 
     def list_job_pods(self, ref: JobRef) -> list[Pod]:
-        pages = self._pages(f"list pods of {ref.namespace}/{ref.name}", self.core.list_namespaced_pod,
-                            ref.namespace, label_selector=f"{JOB_NAME_LABEL}={ref.name}")
-        return [p for p in (self._parsed(parse_pod, raw) for raw in pages) if p is not None]
+        found: dict[str, Pod] = {}  # by uid: a pod may carry both label sets
+        for selector in job_pod_selectors(ref.name):
+            pages = self._pages(f"list pods of {ref.namespace}/{ref.name}", self.core.list_namespaced_pod,
+                                ref.namespace, label_selector=selector)
+            for pod in (self._parsed(parse_pod, raw) for raw in pages):
+                if pod is not None:
+                    found.setdefault(pod.uid, pod)
+        return list(found.values())
 
     def delete_pod(self, namespace: str, name: str, uid: str) -> DeleteResult:
         body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from function.cluster.base import DeleteResult, EventRecord, JobUnknown
 from function.model import Job, JobRef, Pod
-from function.objects import JOB_NAME_LABEL, has_training_label
+from function.objects import has_training_label, labels_name_job
 
 
 @dataclass
@@ -67,7 +67,7 @@ class SimulatedCluster:
 
     def list_job_pods(self, ref: JobRef) -> list[Pod]:
         return [p for (ns, _), p in self.pods.items()
-                if ns == ref.namespace and p.labels.get(JOB_NAME_LABEL) == ref.name]
+                if ns == ref.namespace and labels_name_job(p.labels, ref.name)]
 
     def delete_pod(self, namespace: str, name: str, uid: str) -> DeleteResult:
         current = self.pods.get((namespace, name))
