@@ -121,13 +121,14 @@ def decide_pods(
 ) -> list[Decision]:
     """Decisions for the pods of one job; `job` None means the job is known to be gone."""
     ctx = Context(now, settings)
-    if job is not None and job.suspended:
-        return []  # the operator removes a suspended job's pods itself
     decisions = []
     for pod in pods:
         if not pod_is_candidate(pod, ref, settings):
             continue
         owner = _owning_job(pod, job)
+        if owner is not None and owner.suspended:
+            continue  # the operator removes a suspended job's pods itself
+        # (a pod of an earlier job of the same name is an orphan, whatever the new job's state)
         for rule, applies in POD_RULES:
             verdict = applies(pod, owner, ctx)
             if verdict is None:
