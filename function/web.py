@@ -55,6 +55,10 @@ def _read_event(request: flask.Request, limit: int) -> CloudEvent:
         raise BadEvent(f"not a CloudEvent: {cause}") from None
     except RecursionError:
         raise BadEvent("body JSON is nested too deeply") from None
+    except (TypeError, ValueError, AttributeError, KeyError) as error:
+        # The SDK's parser trips over attributes of the wrong type in structured mode
+        # (a list as specversion: TypeError; a null id: ValueError): still bad input.
+        raise BadEvent(f"not a CloudEvent: {type(error).__name__}: {error}") from None
 
 
 def cloudevent_view(function: Callable[[CloudEvent], dict]):
