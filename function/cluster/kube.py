@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -41,6 +42,26 @@ def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
         config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
     configuration.retries = 0  # one try per call: the event source does the retrying
     return client.ApiClient(configuration)
+
+
+# Names the API server accepts (apimachinery validation). A name outside them cannot exist:
+# asking for it only earns a 400, or with "/", "..", "%2F" a request for another URL. Such
+# names come only from hostile or broken payloads; they read as "not there".
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+
+
+def _can_exist(namespace: str, name: str) -> bool:
+    """Could a namespaced object with this namespace and name exist at all?"""
+    return (len(namespace) <= 63 and _DNS_LABEL.fullmatch(namespace) is not None
+            and len(name) <= 253 and _DNS_SUBDOMAIN.fullmatch(name) is not None)
+
+
+def _can_label(namespace: str, job_name: str) -> bool:
+    """Could pods in this namespace carry this job name as a label value?"""
+    return (len(namespace) <= 63 and _DNS_LABEL.fullmatch(namespace) is not None
+            and len(job_name) <= 63 and _LABEL_VALUE.fullmatch(job_name) is not None)
 
 
 def _retry_after(error: ApiException) -> float | None:
@@ -120,16 +141,22 @@ class KubeCluster:
 
     # -- the Cluster protocol ------------------------------------------------------
     def get_job(self, ref: JobRef) -> Job | None:
+        if not _can_exist(ref.namespace, ref.name):
+            return None
         raw = self._call(f"get {ref.kind.plural} {ref.namespace}/{ref.name}",
                          self.custom.get_namespaced_custom_object,
                          kinds.GROUP, ref.version, ref.namespace, ref.kind.plural, ref.name)
         return None if raw is None else self._parsed(parse_job, raw)
 
     def get_pod(self, namespace: str, name: str) -> Pod | None:
+        if not _can_exist(namespace, name):
+            return None
         raw = self._call(f"get pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace)
         return None if raw is None else self._parsed(parse_pod, raw)
 
     def list_job_pods(self, ref: JobRef) -> list[Pod]:
+        if not _can_label(ref.namespace, ref.name):
+            return []
         found: dict[str, Pod] = {}  # by uid: a pod may carry both label sets
         for selector in job_pod_selectors(ref.name):
             pages = self._pages(f"list pods of {ref.namespace}/{ref.name}", self.core.list_namespaced_pod,
