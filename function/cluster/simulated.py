@@ -9,10 +9,28 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import count
 
+from function import kinds
 from function.cluster.base import DeleteResult, EventRecord, JobUnknown
 from function.model import Job, JobRef, Pod
-from function.objects import has_training_label, labels_name_job
+from function.objects import (
+    JOB_NAME_LABEL,
+    LEGACY_GROUP_LABEL,
+    LEGACY_JOB_NAME_LABEL,
+    has_training_label,
+    labels_name_job,
+)
+
+
+def _job_names(labels: dict[str, str]) -> set[str]:
+    """Every job name labels_name_job() would match these labels to (both label sets)."""
+    names = set()
+    if JOB_NAME_LABEL in labels:
+        names.add(labels[JOB_NAME_LABEL])
+    if labels.get(LEGACY_GROUP_LABEL) == kinds.GROUP and LEGACY_JOB_NAME_LABEL in labels:
+        names.add(labels[LEGACY_JOB_NAME_LABEL])
+    return names
 
 
 @dataclass
@@ -29,6 +47,44 @@ class SimulatedCluster:
     deleted_by_podsweeper: set[str] = field(default_factory=set)  # pod uids
     events: dict[str, RecordedEvent] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # list_job_pods' index, so a pass costs the same however many pods the replay holds:
+        # (namespace, job name) -> names of the pods labelled for it, and each pod key's
+        # position in `pods` (results keep the order a scan of `pods` would give).
+        self._by_job: dict[tuple[str, str], dict[str, None]] = {}
+        self._position: dict[tuple[str, str], int] = {}
+        self._counter = count()
+        for key, pod in self.pods.items():
+            self._indexed(key, pod)
+
+    def _indexed(self, key: tuple[str, str], pod: Pod) -> None:
+        if key not in self._position:
+            self._position[key] = next(self._counter)
+        for job in _job_names(pod.labels):
+            self._by_job.setdefault((key[0], job), {})[key[1]] = None
+
+    def _unindexed(self, key: tuple[str, str], pod: Pod, keep_position: bool = False) -> None:
+        if not keep_position:
+            self._position.pop(key, None)
+        for job in _job_names(pod.labels):
+            names = self._by_job.get((key[0], job))
+            if names is not None:
+                names.pop(key[1], None)
+                if not names:
+                    del self._by_job[(key[0], job)]
+
+    def _put_pod(self, key: tuple[str, str], pod: Pod) -> None:
+        previous = self.pods.get(key)
+        if previous is not None:
+            self._unindexed(key, previous, keep_position=True)
+        self.pods[key] = pod
+        self._indexed(key, pod)
+
+    def _drop_pod(self, key: tuple[str, str]) -> None:
+        previous = self.pods.pop(key, None)
+        if previous is not None:
+            self._unindexed(key, previous)
+
     # -- feeding the stream --------------------------------------------------------
     def observe(self, verb: str, obj: Pod | Job) -> str | None:
         """Apply one watched change; returns why it was ignored, if it was."""
@@ -37,9 +93,9 @@ class SimulatedCluster:
                 return "pod already deleted by podsweeper in this replay"
             key = (obj.namespace, obj.name)
             if verb == "delete":
-                self.pods.pop(key, None)
+                self._drop_pod(key)
             else:
-                self.pods[key] = obj
+                self._put_pod(key, obj)
             return None
         key = obj.ref.key
         if verb == "delete":
@@ -66,8 +122,9 @@ class SimulatedCluster:
         return self.pods.get((namespace, name))
 
     def list_job_pods(self, ref: JobRef) -> list[Pod]:
-        return [p for (ns, _), p in self.pods.items()
-                if ns == ref.namespace and labels_name_job(p.labels, ref.name)]
+        keys = sorted(((ref.namespace, name) for name in self._by_job.get((ref.namespace, ref.name), ())),
+                      key=self._position.__getitem__)
+        return [p for p in (self.pods[key] for key in keys) if labels_name_job(p.labels, ref.name)]
 
     def delete_pod(self, namespace: str, name: str, uid: str) -> DeleteResult:
         current = self.pods.get((namespace, name))
@@ -75,7 +132,7 @@ class SimulatedCluster:
             return DeleteResult.GONE
         if current.uid != uid:
             return DeleteResult.CONFLICT
-        del self.pods[(namespace, name)]
+        self._drop_pod((namespace, name))
         self.deleted_by_podsweeper.add(uid)
         return DeleteResult.DELETED
 
