@@ -6,6 +6,7 @@ Knative Service manifest shows up as a crash-looping revision, not as silent del
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Literal
 
 from pydantic import Field, ValidationError
@@ -16,6 +17,7 @@ from function.errors import ConfigError
 ENV_PREFIX = "PODSWEEPER_"
 
 
+@lru_cache(maxsize=64)  # settings are frozen: each list is split once, not on every check
 def _split(value: str) -> frozenset[str]:
     return frozenset(part.strip() for part in value.split(",") if part.strip())
 
