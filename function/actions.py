@@ -48,7 +48,8 @@ def carry_out(
                     result = DeleteResult.DEFERRED.value
                 else:
                     budget -= 1
-                    result = cluster.delete_pod(decision.namespace, decision.name, decision.uid).value
+                    result = cluster.delete_pod(decision.namespace, decision.name, decision.uid,
+                                                decision.resource_version).value
                     if result == DeleteResult.DELETED.value:
                         deleted_by_job[decision.job.key].append(decision)
             elif decision.action is Action.WARN:

@@ -33,6 +33,7 @@ class Decision:
     reason: str
     job: JobRef
     evidence: tuple[ContainerView, ...] = ()
+    resource_version: str = ""  # of the pod as decided on; the delete's precondition
 
     def as_dict(self) -> dict:
         return {

@@ -146,7 +146,8 @@ def _pod_decision(rule: Rule, verdict: Verdict, pod: Pod, owner: Job | None) -> 
                                       f"would {verdict.action.value}: {verdict.reason}"
     job_ref = owner.ref if owner is not None else pod.job
     return Decision(rule, action, "Pod", pod.namespace, pod.name, pod.uid, reason, job_ref,
-                    evidence=tuple(c for c in pod.containers if c.has_evidence))
+                    evidence=tuple(c for c in pod.containers if c.has_evidence),
+                    resource_version=pod.resource_version)
 
 
 def decide_new_job(job: Job, settings: Settings) -> list[Decision]:

@@ -73,6 +73,8 @@ class Pod:
     # Set when the pod has a controller that is not a training job: never ours.
     foreign_controller: bool = False
     containers: tuple[ContainerView, ...] = ()
+    # The version decided on: a delete is refused (409) if the pod changed since.
+    resource_version: str = ""
 
     @property
     def active(self) -> bool:

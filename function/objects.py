@@ -62,6 +62,7 @@ class ObjectMeta(_Model):
     name: str = Field(min_length=1, max_length=253)
     namespace: str = Field(default="", max_length=63)
     uid: str = ""
+    resourceVersion: str = ""
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
     ownerReferences: list[OwnerReference] | None = None
@@ -209,6 +210,7 @@ def pod_from(obj: PodObject) -> Pod:
         job=job,
         foreign_controller=foreign,
         containers=tuple(c.view() for c in status.containerStatuses or ()),
+        resource_version=meta.resourceVersion,
     )
 
 

@@ -48,8 +48,13 @@ class Cluster(Protocol):
     def bounded(self, deadline: float) -> "Cluster":
         """A view whose calls all end by `deadline` (a time.monotonic() value)."""
 
-    def delete_pod(self, namespace: str, name: str, uid: str) -> DeleteResult:
-        """Delete with preconditions.uid = uid; 404 -> GONE, 409 -> CONFLICT."""
+    def delete_pod(self, namespace: str, name: str, uid: str, resource_version: str = "") -> DeleteResult:
+        """Delete with preconditions uid (and resourceVersion, when given); 404 -> GONE, 409 -> CONFLICT.
+
+        The resourceVersion precondition makes "DELETED" mean "this call deleted it": two
+        racing deletes of one pod otherwise both get 200 (always, for a pod on a node), and a
+        pod that changed since it was read (say, just opted out) is not deleted on stale facts.
+        """
 
     def record_event(self, event: EventRecord) -> None:
         """Create the Event, or bump the count of the existing one with the same name."""

@@ -166,12 +166,13 @@ class KubeCluster:
                     found.setdefault(pod.uid, pod)
         return list(found.values())
 
-    def delete_pod(self, namespace: str, name: str, uid: str) -> DeleteResult:
-        body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))
+    def delete_pod(self, namespace: str, name: str, uid: str, resource_version: str = "") -> DeleteResult:
+        body = client.V1DeleteOptions(preconditions=client.V1Preconditions(
+            uid=uid, resource_version=resource_version or None))
         try:
             found = self._call(f"delete pod {namespace}/{name}",
                                self.core.delete_namespaced_pod, name, namespace, body=body)
-        except ApiException:  # only 409 gets here: the uid precondition failed
+        except ApiException:  # only 409 gets here: a precondition failed
             return DeleteResult.CONFLICT
         return DeleteResult.GONE if found is None else DeleteResult.DELETED
 

@@ -126,11 +126,12 @@ class SimulatedCluster:
                       key=self._position.__getitem__)
         return [p for p in (self.pods[key] for key in keys) if labels_name_job(p.labels, ref.name)]
 
-    def delete_pod(self, namespace: str, name: str, uid: str) -> DeleteResult:
+    def delete_pod(self, namespace: str, name: str, uid: str, resource_version: str = "") -> DeleteResult:
         current = self.pods.get((namespace, name))
         if current is None:
             return DeleteResult.GONE
-        if current.uid != uid:
+        if current.uid != uid or (resource_version and current.resource_version
+                                  and current.resource_version != resource_version):
             return DeleteResult.CONFLICT
         self._drop_pod((namespace, name))
         self.deleted_by_podsweeper.add(uid)
