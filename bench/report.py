@@ -1,0 +1,116 @@
+"""One table: every figure next to its baseline from the same run, as a ratio."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import sys
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Row:
+    figure: str  # "1", "2a", ...
+    what: str
+    value: str  # podsweeper's figure
+    baseline: str  # the baseline's figure, measured in the same run
+    ratio: str  # podsweeper / baseline, as the row states it
+    target: str = ""
+    met: bool | None = None  # None: no target, or not measured
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        return {True: "met", False: "**missed**", None: "-"}[self.met]
+
+
+def machine() -> dict[str, str]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory = "?"
+    try:
+        for line in open("/proc/meminfo", encoding="utf-8"):
+            if line.startswith("MemTotal:"):
+                memory = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+                break
+    except OSError:
+        pass
+    try:
+        load = "%.2f %.2f %.2f" % os.getloadavg()
+    except OSError:
+        load = "?"
+    return {
+        "cpu": cpu,
+        "cores": str(os.cpu_count()),
+        "memory": memory,
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "os": f"{platform.system()} {platform.release()}",
+        "load average at start": load,
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(rows: list[Row]) -> str:
+    lines = ["| # | figure | podsweeper | baseline (same run) | ratio | target | |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append("| " + " | ".join(_cell(c) for c in (
+            r.figure, r.what, r.value, r.baseline, r.ratio, r.target, r.verdict)) + " |")
+    return "\n".join(lines)
+
+
+def text_table(rows: list[Row]) -> str:
+    headers = ("#", "figure", "podsweeper", "baseline (same run)", "ratio", "target", "")
+    table = [headers] + [(r.figure, r.what, r.value, r.baseline, r.ratio, r.target,
+                          r.verdict.strip("*")) for r in rows]
+    widths = [min(60, max(len(row[i]) for row in table)) for i in range(len(headers))]
+
+    def wrap(text: str, width: int) -> list[str]:
+        out, line = [], ""
+        for word in text.split():
+            if line and len(line) + 1 + len(word) > width:
+                out.append(line)
+                line = word
+            else:
+                line = f"{line} {word}" if line else word
+        return out + [line] if line or not out else out
+
+    lines = []
+    for n, row in enumerate(table):
+        cells = [wrap(c, w) for c, w in zip(row, widths)]
+        for k in range(max(len(c) for c in cells)):
+            lines.append("  ".join((c[k] if k < len(c) else "").ljust(w) for c, w in zip(cells, widths)))
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def write_markdown(path, rows: list[Row], info: dict[str, str], preamble: str, sections: list[str],
+                   elapsed: float, command: str) -> None:
+    machine_lines = "\n".join(f"- **{k}**: {v}" for k, v in info.items())
+    notes = [f"- **{r.figure}** {n}" for r in rows for n in r.notes]
+    text = "\n\n".join([
+        "# podsweeper benchmarks",
+        preamble.strip(),
+        f"Written by `{command}` in {elapsed:.0f} s on:\n\n{machine_lines}",
+        markdown_table(rows),
+        "## Notes per figure\n\n" + "\n".join(notes) if notes else "",
+        *sections,
+    ])
+    with open(path, "w", encoding="utf-8") as out:
+        out.write(text.rstrip() + "\n")
+
+
+def say(message: str) -> None:
+    print(f"bench: {message}", file=sys.stderr, flush=True)
