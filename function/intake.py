@@ -16,7 +16,9 @@ from pydantic import Field
 from function import kinds
 from function.errors import BadEvent
 from function.model import Job, Pod
-from function.objects import JobObject, ObjectReference, PodObject, _Model, job_from, pod_from, validate
+from function.objects import (
+    JobObject, ObjectReference, PodObject, RawJSON, _Model, job_from, pod_from, validate, validate_json,
+)
 
 RESOURCE_PREFIX = "dev.knative.apiserver.resource."
 REFERENCE_PREFIX = "dev.knative.apiserver.ref."
@@ -77,7 +79,25 @@ def _is_pod(api_version: str, kind: str) -> bool:
     return api_version == "v1" and kind == "Pod"
 
 
-def _object_change(verb: str, data: Any) -> Trigger:
+def _typed_from_bytes(verb: str, data: RawJSON, hint: tuple[Any, Any]) -> Trigger | None:
+    """Validate straight from the body when the event's kind/apiversion extensions say what
+    it is (ApiServerSource always sets them); None if the object turns out to be another kind."""
+    api_version, kind = hint
+    if _is_pod(api_version, kind):
+        pod = validate_json(PodObject, data.body, "pod")
+        return ObjectChange(verb, pod_from(pod)) if _is_pod(pod.apiVersion, pod.kind) else None
+    if kinds.lookup(api_version, kind) is not None:
+        job = validate_json(JobObject, data.body, "job")
+        return ObjectChange(verb, job_from(job)) if kinds.lookup(job.apiVersion, job.kind) else None
+    return None
+
+
+def _object_change(verb: str, data: Any, hint: tuple[Any, Any]) -> Trigger:
+    if isinstance(data, RawJSON):
+        typed = _typed_from_bytes(verb, data, hint)
+        if typed is not None:
+            return typed
+        data = data.decode()
     if not isinstance(data, dict) or not isinstance(data.get("metadata"), dict) \
             or not isinstance(data.get("kind"), str) or not isinstance(data.get("apiVersion"), str):
         raise BadEvent("data is not a Kubernetes object (needs apiVersion, kind, metadata)")
@@ -89,7 +109,9 @@ def _object_change(verb: str, data: Any) -> Trigger:
     return Irrelevant(f"{api_version}/{kind} is neither a pod nor a training job")
 
 
-def _reference_change(verb: str, data: Any) -> Trigger:
+def _reference_change(verb: str, data: Any, hint: tuple[Any, Any]) -> Trigger:
+    if isinstance(data, RawJSON):
+        data = data.decode()
     ref = validate(ObjectReference, data, "reference")
     if _is_pod(ref.apiVersion, ref.kind):
         return ReferenceChange(verb, None, ref.apiVersion, ref.namespace, ref.name)
@@ -100,8 +122,9 @@ def _reference_change(verb: str, data: Any) -> Trigger:
 
 
 def parse_event(attributes: Mapping[str, Any], data: Any) -> Intake:
-    """Turn one CloudEvent (its attributes and decoded data) into a trigger."""
+    """Turn one CloudEvent (its attributes, and its data decoded or as RawJSON) into a trigger."""
     attrs = validate(EventAttributes, dict(attributes), "CloudEvent attributes")
+    hint = (attributes.get("apiversion"), attributes.get("kind"))
     event_type = attrs.type
     if event_type == PING_TYPE:
         return Intake(attrs, SweepRequest())
@@ -110,5 +133,5 @@ def parse_event(attributes: Mapping[str, Any], data: Any) -> Intake:
             verb = event_type.removeprefix(prefix)
             if verb not in VERBS:
                 break
-            return Intake(attrs, build(verb, data))
+            return Intake(attrs, build(verb, data, hint))
     raise BadEvent(f"unknown CloudEvent type {event_type[:100]!r}")

@@ -7,6 +7,8 @@ Pydantic validates exactly the fields the rules read and ignores everything else
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -114,6 +116,7 @@ class PodStatus(_Model):
 
 
 class PodObject(_Model):
+    apiVersion: str = "v1"
     kind: str = "Pod"
     metadata: ObjectMeta
     status: PodStatus | None = None
@@ -169,6 +172,64 @@ def validate(model: type[_Model], raw: Any, what: str) -> Any:
         return model.model_validate(raw)
     except ValidationError as error:
         raise BadEvent(f"{what} invalid: {_one_line(error)}") from None
+
+
+@dataclass(frozen=True)
+class RawJSON:
+    """A JSON body not decoded yet: pydantic validates it straight from bytes (twice as fast
+    as json.loads + validation, and unread fields never become Python objects)."""
+
+    body: bytes
+
+    def decode(self, what: str = "body") -> Any:
+        try:
+            return json.loads(self.body)
+        except (ValueError, UnicodeDecodeError):
+            raise BadEvent(f"{what} is not valid JSON") from None
+        except RecursionError:
+            raise BadEvent(f"{what} JSON is nested too deeply") from None
+
+
+def validate_json(model: type[_Model], body: bytes, what: str) -> Any:
+    """Like validate(), from JSON bytes."""
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as error:
+        raise BadEvent(f"{what} invalid: {_one_line(error)}") from None
+
+
+class _ListMeta(_Model):
+    continue_: str | None = Field(default=None, alias="continue")
+
+
+class PodList(_Model):
+    """A page of a pod LIST, validated in one pass from the API's bytes."""
+
+    items: list[PodObject] | None = None
+    metadata: _ListMeta | None = None
+
+
+def parse_pod_page(body: bytes) -> tuple[list[Pod], list[Any], str | None]:
+    """Pods of one LIST page and its continue token.
+
+    Fast path: the whole page validated from bytes. If any item does not validate, the
+    page is decoded and the unreadable items are returned raw (second list) for the caller
+    to report and leave alone.
+    """
+    try:
+        page = PodList.model_validate_json(body or b"{}")
+        token = page.metadata.continue_ if page.metadata else None
+        return [pod_from(item) for item in page.items or ()], [], token
+    except ValidationError:
+        pass
+    decoded = RawJSON(body).decode("pod list") or {}
+    good, bad = [], []
+    for raw in decoded.get("items") or ():
+        try:
+            good.append(parse_pod(raw))
+        except BadEvent:
+            bad.append(raw)
+    return good, bad, (decoded.get("metadata") or {}).get("continue")
 
 
 def pod_job_ref(meta: ObjectMeta) -> tuple[JobRef | None, bool]:

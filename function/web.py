@@ -18,6 +18,7 @@ from cloudevents.exceptions import GenericException
 from cloudevents.http import CloudEvent, from_http
 
 from function.errors import ApiUnavailable, BadEvent
+from function.objects import RawJSON
 from function.service import get_service
 
 log = logging.getLogger("podsweeper.http")
@@ -25,15 +26,11 @@ log = logging.getLogger("podsweeper.http")
 CLOUDEVENT_ENDPOINT = "cloudevent"
 
 
-def _decode_json(body: Any) -> Any:
+def _keep_json(body: Any) -> RawJSON:
+    """The data unmarshaller: keep the body as bytes; the intake validates it from there."""
     if body is None or body == b"" or body == "":
         raise BadEvent("empty body: the event data must be a JSON object")
-    try:
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise BadEvent("body is not valid JSON") from None
-    except RecursionError:
-        raise BadEvent("body JSON is nested too deeply") from None
+    return RawJSON(body.encode() if isinstance(body, str) else bytes(body))
 
 
 def _answer(status: int, message: str, headers: dict | None = None) -> flask.Response:
@@ -49,7 +46,7 @@ def _read_event(request: flask.Request, limit: int) -> CloudEvent:
     if len(body) > limit:
         raise BadEvent(f"body exceeds the {limit}-byte limit")
     try:
-        return from_http(dict(request.headers), body, data_unmarshaller=_decode_json)
+        return from_http(dict(request.headers), body, data_unmarshaller=_keep_json)
     except GenericException as error:
         cause = error.__cause__ if isinstance(error.__cause__, BadEvent) else error
         raise BadEvent(f"not a CloudEvent: {cause}") from None

@@ -24,7 +24,7 @@ from function import kinds
 from function.cluster.base import DeleteResult, EventRecord
 from function.errors import ApiUnavailable, BadEvent
 from function.model import Job, JobRef, Pod
-from function.objects import TRAINING_POD_SELECTORS, job_pod_selectors, parse_job, parse_pod
+from function.objects import TRAINING_POD_SELECTORS, job_pod_selectors, parse_job, parse_pod, parse_pod_page
 
 log = logging.getLogger("podsweeper.cluster")
 
@@ -98,10 +98,15 @@ class KubeCluster:
 
     def _call(self, what: str, fn: Callable[..., Any], *args, **kwargs) -> Any:
         """One API call; returns the decoded JSON body. 404 -> None."""
+        body = self._request(what, fn, *args, **kwargs)
+        return None if body is None else json.loads(body or b"null")
+
+    def _request(self, what: str, fn: Callable[..., Any], *args, **kwargs) -> bytes | None:
+        """One API call; returns the raw body. 404 -> None; 409 raises ApiException."""
         for attempt in (1, 2):
             try:
                 response = fn(*args, _preload_content=False, _request_timeout=self._timeout(), **kwargs)
-                return json.loads(response.data or b"null")
+                return response.data or b""
             except ApiException as error:
                 if error.status == 404:
                     return None
@@ -120,6 +125,18 @@ class KubeCluster:
 
     def _fits(self, wait: float) -> bool:
         return self.deadline is None or time.monotonic() + wait < self.deadline - 0.5
+
+    def _pod_pages(self, what: str, fn: Callable[..., Any], *args, **kwargs) -> Iterator[Pod]:
+        """Pods of a paginated LIST, each page validated straight from the API's bytes."""
+        token = None
+        while True:
+            body = self._request(what, fn, *args, limit=PAGE_SIZE, _continue=token, **kwargs)
+            pods, unreadable, token = parse_pod_page(body or b"{}")
+            for raw in unreadable:
+                self._parsed(parse_pod, raw)  # logs why it is left alone
+            yield from pods
+            if not token:
+                return
 
     def _pages(self, what: str, fn: Callable[..., Any], *args, **kwargs) -> Iterator[dict]:
         token = None
@@ -155,23 +172,26 @@ class KubeCluster:
         return None if raw is None else self._parsed(parse_pod, raw)
 
     def list_job_pods(self, ref: JobRef) -> list[Pod]:
+        """One LIST by the v1.6+ label; the pre-v1.6 labels only when that finds nothing.
+
+        An operator labels all pods of a job alike, so a finished job costs one LIST; a job
+        of a pre-v1.6 operator costs two.
+        """
         if not _can_label(ref.namespace, ref.name):
             return []
-        found: dict[str, Pod] = {}  # by uid: a pod may carry both label sets
         for selector in job_pod_selectors(ref.name):
-            pages = self._pages(f"list pods of {ref.namespace}/{ref.name}", self.core.list_namespaced_pod,
-                                ref.namespace, label_selector=selector)
-            for pod in (self._parsed(parse_pod, raw) for raw in pages):
-                if pod is not None:
-                    found.setdefault(pod.uid, pod)
-        return list(found.values())
+            pods = list(self._pod_pages(f"list pods of {ref.namespace}/{ref.name}",
+                                        self.core.list_namespaced_pod, ref.namespace, label_selector=selector))
+            if pods:
+                return pods
+        return []
 
     def delete_pod(self, namespace: str, name: str, uid: str, resource_version: str = "") -> DeleteResult:
         body = client.V1DeleteOptions(preconditions=client.V1Preconditions(
             uid=uid, resource_version=resource_version or None))
         try:
-            found = self._call(f"delete pod {namespace}/{name}",
-                               self.core.delete_namespaced_pod, name, namespace, body=body)
+            found = self._request(f"delete pod {namespace}/{name}",
+                                  self.core.delete_namespaced_pod, name, namespace, body=body)
         except ApiException:  # only 409 gets here: a precondition failed
             return DeleteResult.CONFLICT
         return DeleteResult.GONE if found is None else DeleteResult.DELETED
@@ -201,16 +221,17 @@ class KubeCluster:
                    event.name, ref.namespace, patch)
 
     def list_training_pods(self, namespace: str | None) -> Iterator[Pod]:
+        seen: set[str] = set()  # a pod may carry both label sets
         for selector in TRAINING_POD_SELECTORS:
             if namespace is None:
-                pages = self._pages("list training pods", self.core.list_pod_for_all_namespaces,
-                                    label_selector=selector)
+                pods = self._pod_pages("list training pods", self.core.list_pod_for_all_namespaces,
+                                       label_selector=selector)
             else:
-                pages = self._pages(f"list training pods in {namespace}", self.core.list_namespaced_pod,
-                                    namespace, label_selector=selector)
-            for raw in pages:
-                pod = self._parsed(parse_pod, raw)
-                if pod is not None:
+                pods = self._pod_pages(f"list training pods in {namespace}", self.core.list_namespaced_pod,
+                                       namespace, label_selector=selector)
+            for pod in pods:
+                if pod.uid not in seen:
+                    seen.add(pod.uid)
                     yield pod
 
     def list_jobs(self, namespace: str | None) -> Iterator[Job]:
