@@ -172,7 +172,7 @@ def test_retry_after_again_or_too_long_is_passed_to_the_source(rig):
     started = time.monotonic()
     response, seconds = post(served.url, raw)
     assert response.status_code == 503 and response.headers.get("Retry-After") == "5"
-    assert seconds < 1.0
+    assert seconds < 2.0, "a 5-second Retry-After was waited out inside the event"
     assert len([e for e in proxy.entries(started) if e.method == "GET" and re.search(job_path, e.path)]) == 1
 
 
