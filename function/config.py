@@ -6,15 +6,19 @@ Knative Service manifest shows up as a crash-looping revision, not as silent del
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from function.errors import ConfigError
 
 ENV_PREFIX = "PODSWEEPER_"
+
+
+_NAMESPACE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 @lru_cache(maxsize=64)  # settings are frozen: each list is split once, not on every check
@@ -29,6 +33,15 @@ class Settings(BaseSettings):
 
     namespaces: str = Field("", description="comma list of namespaces to act in; empty = all")
     exclude_namespaces: str = Field("kube-system", description="comma list never acted in")
+
+    @field_validator("namespaces", "exclude_namespaces")
+    @classmethod
+    def _namespace_names(cls, value: str) -> str:
+        """A name no namespace can have would make every sweep fail: refuse it at start."""
+        bad = sorted(n for n in _split(value) if not _NAMESPACE_NAME.fullmatch(n))
+        if bad:
+            raise ValueError(f"not a namespace name: {', '.join(bad)[:200]}")
+        return value
     dry_run: bool = Field(False, description="decide and report, delete nothing")
     sweep_active_pods: bool = Field(True, description="rule finished-job-active-pod on/off")
     orphan_grace_seconds: int = Field(30, ge=0, description="minimum pod age for rule orphan")

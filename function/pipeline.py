@@ -17,6 +17,7 @@ from function.config import Settings
 from function.decisions import Action, Decision
 from function.intake import Intake, Irrelevant, ObjectChange, ReferenceChange, SweepRequest, Trigger
 from function.model import JobRef
+from function.objects import JOB_NAME_LABEL
 from function.report import log_decision
 from function.triage import Ignored, JobPass, triage_object
 
@@ -103,7 +104,7 @@ class Pipeline:
             decisions += engine.decide_new_job(job, self.settings)
         replaced = job is not None and work.ref.uid is not None and job.uid != work.ref.uid
         if job is None or job.finished or replaced or work.why in ("crash-loop", "sweep"):
-            pods = cluster.list_job_pods(work.ref)
+            pods = cluster.list_job_pods(work.ref, all_label_sets=work.all_label_sets)
             decisions += engine.decide_pods(work.ref, job, pods, now, self.settings)
         return decisions, None if decisions else "the fresh state names no pod for any rule"
 
@@ -115,7 +116,7 @@ class Pipeline:
         """
         decisions: list[Decision] = []
         scopes = sorted(self.settings.namespace_set) or [None]
-        candidates: list[JobRef] = []
+        candidates: list[JobPass] = []
         for namespace in scopes:
             groups: dict[tuple, list] = defaultdict(list)
             for pod in cluster.list_training_pods(namespace):
@@ -128,9 +129,11 @@ class Pipeline:
                 ref = JobRef(pods[0].job.kind, pods[0].namespace, pods[0].job.name)
                 listed = engine.decide_pods(ref, jobs.get(key), pods, now, self.settings)
                 if any(d.action is not Action.SKIP for d in listed):
-                    candidates.append(ref)
-        for index, ref in enumerate(candidates):
+                    # Pods labelled only the pre-v1.6 way: the pass must list both label sets.
+                    legacy = any(JOB_NAME_LABEL not in pod.labels for pod in pods)
+                    candidates.append(JobPass(ref, "sweep", all_label_sets=legacy))
+        for index, work in enumerate(candidates):
             if deadline is not None and time.monotonic() > deadline - 1.0:
                 return decisions, f"sweep stopped at its time bound after {index} of {len(candidates)} jobs"
-            decisions += self._run_pass(JobPass(ref, "sweep"), cluster, now)[0]
+            decisions += self._run_pass(work, cluster, now)[0]
         return decisions, f"swept {len(candidates)} job(s) needing action"

@@ -21,6 +21,8 @@ class JobPass:
     ref: JobRef
     why: str  # "added" | "finished" | "deleted" | "crash-loop" | "sweep"
     check_backoff: bool = False
+    # List pods by both the v1.6+ and the pre-v1.6 labels (the sweep saw legacy-only pods).
+    all_label_sets: bool = False
 
 
 @dataclass(frozen=True)

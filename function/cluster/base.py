@@ -42,7 +42,7 @@ class Cluster(Protocol):
     def get_pod(self, namespace: str, name: str) -> Pod | None:
         """The pod as it is now; None on 404."""
 
-    def list_job_pods(self, ref: JobRef) -> list[Pod]:
+    def list_job_pods(self, ref: JobRef, all_label_sets: bool = False) -> list[Pod]:
         """Pods labelled as <ref.name>'s (v1.6+ or pre-v1.6 job-name labels) in ref's namespace."""
 
     def bounded(self, deadline: float) -> "Cluster":

@@ -171,20 +171,23 @@ class KubeCluster:
         raw = self._call(f"get pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace)
         return None if raw is None else self._parsed(parse_pod, raw)
 
-    def list_job_pods(self, ref: JobRef) -> list[Pod]:
-        """One LIST by the v1.6+ label; the pre-v1.6 labels only when that finds nothing.
+    def list_job_pods(self, ref: JobRef, all_label_sets: bool = False) -> list[Pod]:
+        """LIST by the v1.6+ label; by the pre-v1.6 labels when that finds nothing, or always
+        when `all_label_sets` (the sweep saw legacy-only pods of this job).
 
-        An operator labels all pods of a job alike, so a finished job costs one LIST; a job
-        of a pre-v1.6 operator costs two.
+        An operator labels all pods of a job alike, so a finished job's event costs one LIST;
+        a job whose operator was upgraded mid-job is completed by the sweep.
         """
         if not _can_label(ref.namespace, ref.name):
             return []
+        found: dict[str, Pod] = {}  # by uid: a pod may carry both label sets
         for selector in job_pod_selectors(ref.name):
-            pods = list(self._pod_pages(f"list pods of {ref.namespace}/{ref.name}",
-                                        self.core.list_namespaced_pod, ref.namespace, label_selector=selector))
-            if pods:
-                return pods
-        return []
+            if found and not all_label_sets:
+                break
+            for pod in self._pod_pages(f"list pods of {ref.namespace}/{ref.name}",
+                                       self.core.list_namespaced_pod, ref.namespace, label_selector=selector):
+                found.setdefault(pod.uid, pod)
+        return list(found.values())
 
     def delete_pod(self, namespace: str, name: str, uid: str, resource_version: str = "") -> DeleteResult:
         body = client.V1DeleteOptions(preconditions=client.V1Preconditions(

@@ -121,7 +121,8 @@ class SimulatedCluster:
     def get_pod(self, namespace: str, name: str) -> Pod | None:
         return self.pods.get((namespace, name))
 
-    def list_job_pods(self, ref: JobRef) -> list[Pod]:
+    def list_job_pods(self, ref: JobRef, all_label_sets: bool = False) -> list[Pod]:
+        # In memory both label sets cost nothing: always the union.
         keys = sorted(((ref.namespace, name) for name in self._by_job.get((ref.namespace, ref.name), ())),
                       key=self._position.__getitem__)
         return [p for p in (self.pods[key] for key in keys) if labels_name_job(p.labels, ref.name)]

@@ -1,7 +1,7 @@
 """Counters the reliability tests fill in (inputs fuzzed, faults injected, orders tried).
 
 Printed at the end of the pytest run and written to out/reliability-figures.json, so the
-numbers in docs/guarantees.md can be checked against a real run.
+numbers in README.md ("Guarantees") can be checked against a real run.
 """
 
 from __future__ import annotations

@@ -229,10 +229,9 @@ def legacy_pod(job: dict, index: int) -> dict:
     return raw
 
 
-@pytest.mark.xfail(strict=True, reason="list_job_pods reads the pre-v1.6 labels only when the v1.6 LIST "
-                                       "finds nothing (0e29aea): a job whose pods carry both label sets "
-                                       "(operator upgraded mid-job) keeps its pre-v1.6 pods")
-def test_a_job_with_pods_of_both_label_sets_loses_them_all(rig):
+def test_a_job_with_pods_of_both_label_sets_is_swept_whole(rig):
+    """Operator upgraded mid-job: events list the v1.6+ label only; the sweep sees the
+    legacy-only pod and lists both label sets for that job."""
     proxy, served, operator = rig
     job, kept = finished_job_with_leftovers(operator, "mixed")
     operator.core.create_namespaced_pod(operator.namespace, _for_create(legacy_pod(job, 9)))

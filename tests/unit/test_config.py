@@ -32,6 +32,8 @@ def test_comma_lists(monkeypatch):
     ("PODSWEEPER_ORPHAN_GRACE_SECONDS", "-1"),
     ("PODSWEEPER_DRY_RUN", "perhaps"),
     ("PODSWEEPER_EVENT_TIMEOUT_SECONDS", "abc"),
+    ("PODSWEEPER_NAMESPACES", "team-a,Team_B"),
+    ("PODSWEEPER_EXCLUDE_NAMESPACES", "kube-system,../x"),
 ])
 def test_invalid_configuration_names_the_variable(monkeypatch, variable, value):
     monkeypatch.setenv(variable, value)
