@@ -3,8 +3,8 @@
     functions-framework --source function/main.py --target handle --signature-type cloudevent
 
 `handle` is the CloudEvent function. Loading this module inside functions-framework's app
-context also replaces the framework's CloudEvent view with `function.web.cloudevent_view`
-(so malformed input gets 400 with a one-line reason, API failures 503, never a stack
+context also puts `function.web.cloudevent_view` in front of the framework's CloudEvent
+view (so malformed input gets 400 with a one-line reason, API failures 503, never a stack
 trace) and adds /healthz and /metrics.
 """
 
