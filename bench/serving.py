@@ -19,17 +19,9 @@ import time
 from pathlib import Path
 
 from tests.controlplane.launcher import _die_with_parent
-from tests.http.server import ROOT, free_port, server_command
+from tests.http.server import ROOT, UNREACHABLE_KUBECONFIG, free_port, server_command
 
 NOOP_SOURCE = Path(__file__).resolve().parent / "noop_main.py"
-
-UNREACHABLE_KUBECONFIG = """apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:%d", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-"""
 
 
 def command(port: int, noop: bool = False) -> list[str]:

@@ -13,7 +13,6 @@ offsets in seconds, multiplied by `scale` (1.0 = the seed's real pace).
 
 from __future__ import annotations
 
-import copy
 import json
 import time
 from collections.abc import Iterable
@@ -26,20 +25,9 @@ from kubernetes.client.rest import ApiException
 from function import kinds
 from tests.fixtures import builders
 from tests.fixtures.builders import container_status as cs
+from tests.integration.k8s import for_create
 
 MERGE_PATCH = "application/merge-patch+json"
-# Written by the API server, never by a client.
-SERVER_FIELDS = ("uid", "resourceVersion", "managedFields", "creationTimestamp", "generation",
-                 "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink")
-
-
-def for_create(obj: dict) -> dict:
-    """A builder object as a client would POST it: no server-set metadata, no status."""
-    body = copy.deepcopy(obj)
-    for key in SERVER_FIELDS:
-        body["metadata"].pop(key, None)
-    body.pop("status", None)
-    return body
 
 
 def now() -> datetime:

@@ -14,6 +14,15 @@ import requests
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# A kubeconfig whose API server is never there: any API call the function makes fails (503).
+UNREACHABLE_KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:%d", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+"""
+
 
 def free_port() -> int:
     with socket.socket() as s:

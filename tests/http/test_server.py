@@ -8,15 +8,8 @@ import pytest
 import requests
 
 from tests.fixtures.builders import at, event, job, ping, pod
-from tests.http.server import binary_headers, free_port, serve
+from tests.http.server import UNREACHABLE_KUBECONFIG, binary_headers, free_port, serve
 
-UNREACHABLE_KUBECONFIG = """apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:%d", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-"""
 BODY_LIMIT = 65536
 
 

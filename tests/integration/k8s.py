@@ -14,15 +14,18 @@ from kubernetes import client
 
 from tests.fixtures import builders
 
-SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation")
+# Written by the API server, never by a client.
+SERVER_FIELDS = ("uid", "resourceVersion", "managedFields", "creationTimestamp", "generation",
+                 "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink")
 
 
-def _for_create(obj: dict) -> dict:
-    obj = copy.deepcopy(obj)
+def for_create(obj: dict) -> dict:
+    """A builder object as a client would POST it: no server-set metadata, no status."""
+    body = copy.deepcopy(obj)
     for key in SERVER_FIELDS:
-        obj["metadata"].pop(key, None)
-    obj.pop("status", None)
-    return obj
+        body["metadata"].pop(key, None)
+    body.pop("status", None)
+    return body
 
 
 class Operator:
@@ -36,7 +39,7 @@ class Operator:
     def create_job(self, kind: str = "PyTorchJob", name: str = "pytest", **kw) -> dict:
         obj = builders.job(kind, name, self.namespace, **kw)
         created = self.custom.create_namespaced_custom_object(
-            "kubeflow.org", "v1", self.namespace, builders.PLURALS[kind], _for_create(obj))
+            "kubeflow.org", "v1", self.namespace, builders.PLURALS[kind], for_create(obj))
         return created
 
     def set_job_conditions(self, job: dict, conditions) -> dict:
@@ -48,7 +51,7 @@ class Operator:
     def create_pod(self, job: dict, replica_type: str, index: int, **kw) -> dict:
         """A pod the way the operator makes it (no nodeName: without a kubelet, deletes are immediate)."""
         obj = builders.pod(job, replica_type, index, node=None, **kw)
-        created = self.core.create_namespaced_pod(self.namespace, _for_create(obj), _preload_content=False)
+        created = self.core.create_namespaced_pod(self.namespace, for_create(obj), _preload_content=False)
         return json.loads(created.data)
 
     def set_pod_status(self, pod: dict, phase: str, containers=None) -> dict:

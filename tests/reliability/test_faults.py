@@ -23,7 +23,7 @@ import requests
 from tests.fixtures import builders
 from tests.fixtures.builders import at, container_status as cs, event, ping
 from tests.http.server import binary_headers
-from tests.integration.k8s import Operator, _for_create
+from tests.integration.k8s import Operator, for_create
 from tests.reliability import figures
 from tests.reliability.faultproxy import Rule, kubeconfig_through, proxy_for
 from tests.reliability.served import SECRET, Served
@@ -65,7 +65,7 @@ def create_pod(operator: Operator, job: dict, replica: str, index: int, node: st
     if node is None:
         return operator.create_pod(job, replica, index)
     raw = builders.pod(job, replica, index, node=node)
-    created = operator.core.create_namespaced_pod(operator.namespace, _for_create(raw), _preload_content=False)
+    created = operator.core.create_namespaced_pod(operator.namespace, for_create(raw), _preload_content=False)
     return json.loads(created.data)
 
 
@@ -234,7 +234,7 @@ def test_a_job_with_pods_of_both_label_sets_is_swept_whole(rig):
     legacy-only pod and lists both label sets for that job."""
     proxy, served, operator = rig
     job, kept = finished_job_with_leftovers(operator, "mixed")
-    operator.core.create_namespaced_pod(operator.namespace, _for_create(legacy_pod(job, 9)))
+    operator.core.create_namespaced_pod(operator.namespace, for_create(legacy_pod(job, 9)))
     response, _ = post(served.url, ping(at(60)))
     assert response.status_code == 200
     assert live_pods(operator) == sorted(kept)
@@ -276,12 +276,12 @@ def chaos_world(operator: Operator, admin_api) -> tuple[list[dict], list[str]]:
     foreign["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
                                                "uid": "00000000-0000-0000-0000-000000000002", "controller": True}]
     for raw in (stray, foreign):
-        operator.core.create_namespaced_pod(operator.namespace, _for_create(raw))
+        operator.core.create_namespaced_pod(operator.namespace, for_create(raw))
     keep += ["stray", foreign["metadata"]["name"]]
     # A job of a pre-v1.6 operator: its pods are owned by it and labelled group-name/job-name.
     f = operator.create_job(kind="MPIJob", name="f", replicas={"Worker": 2})
     for index in range(2):
-        operator.core.create_namespaced_pod(operator.namespace, _for_create(legacy_pod(f, index)))
+        operator.core.create_namespaced_pod(operator.namespace, for_create(legacy_pod(f, index)))
     f = operator.set_job_conditions(f, [("Created", at(0)), ("Succeeded", at(44))])
     events.append(event("update", f, at(44)))
     events += [ping(at(50 + i)) for i in range(3)]

@@ -27,8 +27,8 @@ from kubernetes import client
 from tests.fixtures import builders
 from tests.fixtures.builders import at, container_status as cs
 from tests.http.server import free_port
-from tests.http.test_server import UNREACHABLE_KUBECONFIG
-from tests.integration.k8s import Operator, _for_create
+from tests.http.server import UNREACHABLE_KUBECONFIG
+from tests.integration.k8s import Operator, for_create
 from tests.reliability import figures
 from tests.reliability.fuzz import Generator, Request
 from tests.reliability.served import SECRET, Served
@@ -67,7 +67,7 @@ def seed(admin_api, namespace: str) -> dict:
     foreign["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
                                                "uid": "00000000-0000-0000-0000-000000000001", "controller": True}]
     for raw in (stray, foreign):
-        created = operator.core.create_namespaced_pod(namespace, _for_create(raw), _preload_content=False)
+        created = operator.core.create_namespaced_pod(namespace, for_create(raw), _preload_content=False)
         pods.append(json.loads(created.data))
     return {"jobs": jobs, "pods": pods}
 

@@ -93,7 +93,7 @@ def test_the_scan_would_see_them():
 def limited(tmp_path_factory):
     """A served function with a 64 KiB body limit and no API behind it."""
     from tests.http.server import free_port
-    from tests.http.test_server import UNREACHABLE_KUBECONFIG
+    from tests.http.server import UNREACHABLE_KUBECONFIG
 
     directory = tmp_path_factory.mktemp("limited")
     kubeconfig = directory / "kubeconfig"
