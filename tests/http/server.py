@@ -12,6 +12,8 @@ from pathlib import Path
 
 import requests
 
+from tests.controlplane.launcher import _die_with_parent
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # A kubeconfig whose API server is never there: any API call the function makes fails (503).
@@ -41,6 +43,7 @@ def serve(env: dict[str, str], timeout: float = 30.0):
     """Yield the base URL of a running function server; stop it afterwards."""
     port = free_port()
     proc = subprocess.Popen(server_command(port), cwd=ROOT, env={**os.environ, **env},
+                            preexec_fn=_die_with_parent(os.getpid()),  # no orphan if the test run is killed
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
