@@ -64,25 +64,26 @@ def _paths(obj, prefix=()) -> Iterator[tuple]:
             yield from _paths(value, prefix + (index,))
 
 
+def _parent(obj, path):
+    """The container holding path's last key, inside obj."""
+    for key in path[:-1]:
+        obj = obj[key]
+    return obj
+
+
 def _set(obj, path, value):
-    obj = copy.deepcopy(obj)
     if not path:
         return value
-    target = obj
-    for key in path[:-1]:
-        target = target[key]
-    target[path[-1]] = value
+    obj = copy.deepcopy(obj)
+    _parent(obj, path)[path[-1]] = value
     return obj
 
 
 def _delete(obj, path):
-    obj = copy.deepcopy(obj)
     if not path:
         return None
-    target = obj
-    for key in path[:-1]:
-        target = target[key]
-    del target[path[-1]]
+    obj = copy.deepcopy(obj)
+    del _parent(obj, path)[path[-1]]
     return obj
 
 
