@@ -37,10 +37,20 @@ def _guard(rows: list[Row], figure: str, what: str, fn):
     """Run one figure; a failure becomes a 'not measured' row with the reason."""
     try:
         return fn()
-    except Exception as error:  # a benchmark must still write the rest of the table
+    except Exception as error:  # noqa: BLE001 - a benchmark must still write the rest of the table
         traceback.print_exc()
-        rows.append(Row(figure, what, "not measured", "-", "-", "", None,
-                        [f"failed: {type(error).__name__}: {str(error).splitlines()[0][:300] if str(error) else ''}"]))
+        rows.append(
+            Row(
+                figure,
+                what,
+                "not measured",
+                "-",
+                "-",
+                "",
+                None,
+                [f"failed: {type(error).__name__}: {str(error).splitlines()[0][:300] if str(error) else ''}"],
+            )
+        )
         return None
 
 
@@ -64,8 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     sections: list[str] = []
 
     # Servers first, while this process is small and quiet.
-    served_out = _guard(rows, "2", "HTTP throughput, cold start",
-                        lambda: served.run_all(workdir, duration=0.8 if args.quick else 1.5))
+    served_out = _guard(
+        rows,
+        "2",
+        "HTTP throughput, cold start",
+        lambda: served.run_all(workdir, duration=0.8 if args.quick else 1.5),
+    )
     memory = None
     if served_out:
         served_rows, memory = served_out
@@ -87,14 +101,29 @@ def main(argv: list[str] | None = None) -> int:
 
     under_api = None
     if args.no_cluster:
-        rows.append(Row("3-4", "API requests per event, cleanup latency", "not measured", "-", "-", "", None,
-                        ["--no-cluster was given"]))
+        rows.append(
+            Row(
+                "3-4",
+                "API requests per event, cleanup latency",
+                "not measured",
+                "-",
+                "-",
+                "",
+                None,
+                ["--no-cluster was given"],
+            )
+        )
     else:
         from bench import apiserver
 
-        out = _guard(rows, "3-4", "API cost and cleanup latency on the control plane",
-                     lambda: apiserver.run_all(workdir, cost_jobs=10 if args.quick else 30,
-                                               latency_jobs=10 if args.quick else 50))
+        out = _guard(
+            rows,
+            "3-4",
+            "API cost and cleanup latency on the control plane",
+            lambda: apiserver.run_all(
+                workdir, cost_jobs=10 if args.quick else 30, latency_jobs=10 if args.quick else 50
+            ),
+        )
         if out:
             cluster_rows, under_api = out
             rows += cluster_rows
@@ -102,15 +131,31 @@ def main(argv: list[str] | None = None) -> int:
     if memory:
         rows.append(served.memory_row(memory, under_api))
 
-    order = {"1": 0, "2a": 1, "2b": 2, "3a": 3, "3b": 4, "3c": 5, "3-4": 6, "4a": 7, "4b": 8, "5": 9, "6": 10,
-             "7a": 11, "7b": 12, "7": 13}
+    order = {
+        "1": 0,
+        "2a": 1,
+        "2b": 2,
+        "3a": 3,
+        "3b": 4,
+        "3c": 5,
+        "3-4": 6,
+        "4a": 7,
+        "4b": 8,
+        "5": 9,
+        "6": 10,
+        "7a": 11,
+        "7b": 12,
+        "7": 13,
+    }
     rows.sort(key=lambda r: order.get(r.figure, 99))
     elapsed = time.monotonic() - started
     print()
     print(text_table(rows))
     if ANALYSIS.exists():
         sections.append(ANALYSIS.read_text().strip())
-    command = "python -m bench" + (" --quick" if args.quick else "") + (" --no-cluster" if args.no_cluster else "")
+    command = (
+        "python -m bench" + (" --quick" if args.quick else "") + (" --no-cluster" if args.no_cluster else "")
+    )
     write_markdown(args.output, rows, info, PREAMBLE, sections, elapsed, command)
     say(f"wrote {args.output} after {elapsed:.0f} s")
     return 0

@@ -28,7 +28,7 @@ import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import requests
@@ -44,18 +44,22 @@ REPLICAS = {"Master": 1, "Worker": 7}
 # once the cache has caught up with etcd; on an otherwise idle control plane, LISTs that
 # follow writes back to back wait for its next progress tick (up to ~100 ms) instead.
 SPACING = 0.3
-_SAMPLE = re.compile(r'^apiserver_request_total\{([^}]*)\}\s+([0-9.e+]+)$')
+_SAMPLE = re.compile(r"^apiserver_request_total\{([^}]*)\}\s+([0-9.e+]+)$")
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
 def now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def request_counts(cp) -> Counter:
     """(verb, resource[/subresource]) -> requests so far, for the tracked resources."""
-    response = requests.get(f"{cp.url}/metrics", headers={"Authorization": f"Bearer {cp.tokens['admin']}"},
-                            verify=str(cp.ca_file), timeout=30)
+    response = requests.get(
+        f"{cp.url}/metrics",
+        headers={"Authorization": f"Bearer {cp.tokens['admin']}"},
+        verify=str(cp.ca_file),
+        timeout=30,
+    )
     response.raise_for_status()
     counts: Counter = Counter()
     for line in response.text.splitlines():
@@ -85,12 +89,12 @@ class Poster:
 
 
 def _client(kubeconfig: Path):
-    """An ApiClient configured the way the function configures its own (function.cluster.kube).
+    """An ApiClient configured the way the function configures its own (podsweeper.cluster.kube).
 
     Not tests' `cp.api_client()`: that client re-reads its kubeconfig to refresh the token
     on every request, which costs ~1.5 ms of CPU per call and would slow the baseline.
     """
-    from function.cluster.kube import load_api_client
+    from podsweeper.cluster.kube import load_api_client
 
     return load_api_client(str(kubeconfig))
 
@@ -103,12 +107,14 @@ def _make_namespace(admin, prefix: str) -> str:
     return name
 
 
-def _setup_job(op, name: str, *, backoff_limit: int | None = 3, policy: str = "All",
-               pods: bool = True) -> dict:
+def _setup_job(
+    op, name: str, *, backoff_limit: int | None = 3, policy: str = "All", pods: bool = True
+) -> dict:
     """Create a job and its 8 running pods; returns the objects and the events they caused."""
     events = []
-    job = op.create_job("PyTorchJob", name, clean_pod_policy=policy, backoff_limit=backoff_limit,
-                        replicas=REPLICAS)
+    job = op.create_job(
+        "PyTorchJob", name, clean_pod_policy=policy, backoff_limit=backoff_limit, replicas=REPLICAS
+    )
     events.append(b.event("add", job, now()))
     created = []
     if pods:
@@ -131,7 +137,9 @@ def _setup_job(op, name: str, *, backoff_limit: int | None = 3, policy: str = "A
 def _finish_leader(op, entry: dict) -> dict:
     """The master's container exits 0: the kubelet writes Succeeded. Returns its event."""
     leader = entry["pods"][0]
-    done = op.set_pod_status(leader, "Succeeded", [b.container_status(state="terminated", exit_code=0, at=now())])
+    done = op.set_pod_status(
+        leader, "Succeeded", [b.container_status(state="terminated", exit_code=0, at=now())]
+    )
     entry["pods"][0] = done
     return b.event("update", done, now())
 
@@ -147,6 +155,7 @@ def _parallel(fn, items, workers: int = 4) -> list:
 
 
 # -- figure 3 -------------------------------------------------------------------------------------
+
 
 def _delta(cp, action) -> tuple[Counter, object]:
     before = request_counts(cp)
@@ -171,13 +180,15 @@ def api_cost(cp, admin, server: Server, jobs: int = 30, no_limit_jobs: int = 10)
     poster = Poster(server)
     say(f"figure 3: creating {jobs} jobs x 8 pods (+{no_limit_jobs} without backoffLimit) in {namespace}")
     entries = _parallel(lambda i: _setup_job(op, f"churn-{i:03d}"), range(jobs))
-    bare = _parallel(lambda i: _setup_job(op, f"nolimit-{i:03d}", backoff_limit=None, pods=False),
-                     range(no_limit_jobs))
+    bare = _parallel(
+        lambda i: _setup_job(op, f"nolimit-{i:03d}", backoff_limit=None, pods=False), range(no_limit_jobs)
+    )
     quiet = [e for entry in entries for e in entry["events"]]
     quiet += _parallel(lambda entry: _finish_leader(op, entry), entries)
     finished = _parallel(lambda entry: _succeed(op, entry), entries)
 
     quiet_delta, _ = _delta(cp, lambda: [poster.post(e) for e in quiet])
+
     def timed_posts(events):
         out = []
         for event in events:
@@ -189,7 +200,9 @@ def api_cost(cp, admin, server: Server, jobs: int = 30, no_limit_jobs: int = 10)
     # The first events needing the API since the server started: the first one pays for
     # importing and configuring the kubernetes client (lazily, see function/service.py).
     warn_delta, warn_times = _delta(cp, lambda: timed_posts([e["events"][0] for e in bare]))
-    done_delta, done_answers = _delta(cp, lambda: [poster.post(b.event("update", job, now())) for job in finished])
+    done_delta, done_answers = _delta(
+        cp, lambda: [poster.post(b.event("update", job, now())) for job in finished]
+    )
     deleted = sum(a.get("deleted", 0) for a in done_answers)
     gone_events = [b.event("delete", pod, now()) for entry in entries for pod in entry["pods"]]
     gone_delta, _ = _delta(cp, lambda: [poster.post(e) for e in gone_events])
@@ -197,44 +210,70 @@ def api_cost(cp, admin, server: Server, jobs: int = 30, no_limit_jobs: int = 10)
     n_quiet = len(quiet) + len(gone_events)
 
     pods_per_job = sum(REPLICAS.values())
-    expected_done = Counter({("GET", "pytorchjobs"): jobs, ("LIST", "pods"): jobs,
-                             ("DELETE", "pods"): jobs * pods_per_job, ("POST", "events"): jobs})
+    expected_done = Counter(
+        {
+            ("GET", "pytorchjobs"): jobs,
+            ("LIST", "pods"): jobs,
+            ("DELETE", "pods"): jobs * pods_per_job,
+            ("POST", "events"): jobs,
+        }
+    )
     expected_warn = Counter({("GET", "pytorchjobs"): no_limit_jobs, ("POST", "events"): no_limit_jobs})
     say(f"figure 3: no-action {dict(quiet_total)}, finished {dict(done_delta)}, warn {dict(warn_delta)}")
     rows = [
-        Row("3a", f"API requests per no-action event ({n_quiet} events: job add/update, pod add/update/delete)",
+        Row(
+            "3a",
+            f"API requests per no-action event ({n_quiet} events: job add/update, pod add/update/delete)",
             f"{sum(quiet_total.values()) / n_quiet:.2f} ({_fmt(quiet_total, n_quiet)})",
-            "contract: 0", f"{sum(quiet_total.values())} requests in all", "0", not quiet_total),
-        Row("3b", f"API requests per finished-job event ({jobs} PyTorchJobs, cleanPodPolicy All, 8 pods each)",
-            _fmt(done_delta, jobs), f"contract: {_fmt(expected_done, jobs)}",
+            "contract: 0",
+            f"{sum(quiet_total.values())} requests in all",
+            "0",
+            not quiet_total,
+        ),
+        Row(
+            "3b",
+            f"API requests per finished-job event ({jobs} PyTorchJobs, cleanPodPolicy All, 8 pods each)",
+            _fmt(done_delta, jobs),
+            f"contract: {_fmt(expected_done, jobs)}",
             f"{sum(done_delta.values()) / sum(expected_done.values()):.2f} of contract",
-            "1 GET + 1 LIST + 1 DELETE/pod + 1 Event", done_delta == expected_done and deleted == jobs * pods_per_job),
-        Row("3c", f"API requests per new job without backoffLimit ({no_limit_jobs} jobs: no-backoff-limit warning)",
-            _fmt(warn_delta, no_limit_jobs), f"contract: {_fmt(expected_warn, no_limit_jobs)}",
+            "1 GET + 1 LIST + 1 DELETE/pod + 1 Event",
+            done_delta == expected_done and deleted == jobs * pods_per_job,
+        ),
+        Row(
+            "3c",
+            f"API requests per new job without backoffLimit ({no_limit_jobs} jobs: no-backoff-limit warning)",
+            _fmt(warn_delta, no_limit_jobs),
+            f"contract: {_fmt(expected_warn, no_limit_jobs)}",
             f"{sum(warn_delta.values()) / max(1, sum(expected_warn.values())):.2f} of contract",
-            "1 GET + 1 Event", warn_delta == expected_warn),
+            "1 GET + 1 Event",
+            warn_delta == expected_warn,
+        ),
     ]
     rows[2].notes.append(
         f"these are the server's first events needing the API: the very first took {warn_times[0] * 1e3:.0f} ms "
         f"(it imports and configures the kubernetes client on first use), the next ones "
-        f"{statistics.median(warn_times[1:]) * 1e3:.0f} ms (median).")
+        f"{statistics.median(warn_times[1:]) * 1e3:.0f} ms (median)."
+    )
     rows[0].notes.append(
         "counted from kube-apiserver's apiserver_request_total (verb, resource) before and after each batch, "
         "with no other client active; each LIST is one page (limit 500). Events are POSTed by the "
-        "benchmark, each built from the object the API returned for the write that caused it.")
+        "benchmark, each built from the object the API returned for the write that caused it."
+    )
     lists = done_delta.get(("LIST", "pods"), 0) / jobs
     if lists == 2:
         rows[1].notes.append(
             "the second LIST per pass is the pre-v1.6 label selector (group-name=kubeflow.org,job-name=<job>), "
             "added so legacy-labelled pods are found too: a label selector cannot OR two label sets. "
             "Suggested: LIST by the legacy labels only when the v1.6+ LIST finds no pod (one operator labels "
-            "all of a job's pods alike), which brings the common case back to the contract's one LIST.")
+            "all of a job's pods alike), which brings the common case back to the contract's one LIST."
+        )
     if deleted != jobs * pods_per_job:
         rows[1].notes.append(f"the function reported {deleted} deletes, expected {jobs * pods_per_job}")
     return rows
 
 
 # -- figure 4 -------------------------------------------------------------------------------------
+
 
 class PodWatch:
     """A raw watch on one namespace's pods: when each pod's DELETED arrived."""
@@ -245,8 +284,12 @@ class PodWatch:
         core = client.CoreV1Api(admin)
         listing = json.loads(core.list_namespaced_pod(namespace, limit=1, _preload_content=False).data)
         self.response = core.list_namespaced_pod(
-            namespace, watch=True, resource_version=listing["metadata"]["resourceVersion"],
-            timeout_seconds=3600, _preload_content=False)
+            namespace,
+            watch=True,
+            resource_version=listing["metadata"]["resourceVersion"],
+            timeout_seconds=3600,
+            _preload_content=False,
+        )
         self.gone: dict[str, float] = {}
         self.cond = threading.Condition()
         self.error: BaseException | None = None
@@ -265,7 +308,7 @@ class PodWatch:
                 with self.cond:
                     self.gone[name] = stamp
                     self.cond.notify_all()
-        except BaseException as error:  # the connection closes when the run ends
+        except BaseException as error:  # noqa: BLE001 - the connection closes when the run ends
             self.error = error
 
     def wait_gone(self, names: list[str], timeout: float = 30.0) -> float | None:
@@ -283,7 +326,7 @@ class PodWatch:
         """Unblock the reading thread (shutdown, not close: close waits for the reader)."""
         try:
             self.response.shutdown()
-        except Exception:
+        except Exception:  # noqa: BLE001 - best effort while stopping
             pass
 
 
@@ -292,15 +335,25 @@ def _bare_cleanup(function_api, namespace: str, name: str) -> None:
     from kubernetes import client
 
     core, custom = client.CoreV1Api(function_api), client.CustomObjectsApi(function_api)
-    json.loads(custom.get_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", name,
-                                                   _preload_content=False).data)
-    listing = json.loads(core.list_namespaced_pod(
-        namespace, label_selector=f"training.kubeflow.org/job-name={name}", limit=500,
-        _preload_content=False).data)
+    json.loads(
+        custom.get_namespaced_custom_object(
+            "kubeflow.org", "v1", namespace, "pytorchjobs", name, _preload_content=False
+        ).data
+    )
+    listing = json.loads(
+        _=core.list_namespaced_pod(
+            namespace,
+            label_selector=f"training.kubeflow.org/job-name={name}",
+            limit=500,
+            _preload_content=False,
+        ).data
+    )
     for pod in listing["items"]:
         body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=pod["metadata"]["uid"]))
         # Reading the answer returns the connection to the pool (else the next call opens a new one).
-        core.delete_namespaced_pod(pod["metadata"]["name"], namespace, body=body, _preload_content=False).data
+        _ = core.delete_namespaced_pod(
+            pod["metadata"]["name"], namespace, body=body, _preload_content=False
+        ).data
 
 
 def _list_freshness(op, entry: dict, function_api, namespace: str, samples: int = 5) -> tuple[float, float]:
@@ -313,11 +366,20 @@ def _list_freshness(op, entry: dict, function_api, namespace: str, samples: int 
 
     def write_then_list() -> float:
         op.custom.patch_namespaced_custom_object(
-            "kubeflow.org", "v1", namespace, "pytorchjobs", name,
-            {"metadata": {"annotations": {"bench.podsweeper.dev/probe": str(time.time_ns())}}})
+            "kubeflow.org",
+            "v1",
+            namespace,
+            "pytorchjobs",
+            name,
+            {"metadata": {"annotations": {"bench.podsweeper.dev/probe": str(time.time_ns())}}},
+        )
         t0 = time.perf_counter()
-        core.list_namespaced_pod(namespace, label_selector=f"training.kubeflow.org/job-name={name}", limit=500,
-                                 _preload_content=False).data
+        _ = core.list_namespaced_pod(
+            namespace,
+            label_selector=f"training.kubeflow.org/job-name={name}",
+            limit=500,
+            _preload_content=False,
+        ).data
         return (time.perf_counter() - t0) * 1e3
 
     spaced, packed = [], []
@@ -372,14 +434,23 @@ def latency(cp, admin, server: Server, jobs: int = 50, workdir: Path | None = No
         function_api.close()
     fn50, fn99 = _percentiles(samples["function"])
     bare50, bare99 = _percentiles(samples["bare"])
-    say(f"figure 4: without adapter p50 {fn50 * 1e3:.0f} ms p99 {fn99 * 1e3:.0f} ms; "
-        f"bare client p50 {bare50 * 1e3:.0f} ms p99 {bare99 * 1e3:.0f} ms")
-    rows = [Row("4a", f"cleanup latency, job status written -> last of 8 pods gone, without adapter "
-                      f"(benchmark POSTs the event), {jobs} jobs",
-                f"p50 {fn50 * 1e3:.0f} ms, p99 {fn99 * 1e3:.0f} ms",
-                f"bare in-process client making the same calls (GET, LIST, 8 DELETE) right after the status "
-                f"write: p50 {bare50 * 1e3:.0f} ms, p99 {bare99 * 1e3:.0f} ms",
-                f"p50 {fn50 / bare50:.2f}x, p99 {fn99 / bare99:.2f}x bare client", "", None)]
+    say(
+        f"figure 4: without adapter p50 {fn50 * 1e3:.0f} ms p99 {fn99 * 1e3:.0f} ms; "
+        f"bare client p50 {bare50 * 1e3:.0f} ms p99 {bare99 * 1e3:.0f} ms"
+    )
+    rows = [
+        Row(
+            "4a",
+            f"cleanup latency, job status written -> last of 8 pods gone, without adapter "
+            f"(benchmark POSTs the event), {jobs} jobs",
+            f"p50 {fn50 * 1e3:.0f} ms, p99 {fn99 * 1e3:.0f} ms",
+            f"bare in-process client making the same calls (GET, LIST, 8 DELETE) right after the status "
+            f"write: p50 {bare50 * 1e3:.0f} ms, p99 {bare99 * 1e3:.0f} ms",
+            f"p50 {fn50 / bare50:.2f}x, p99 {fn99 / bare99:.2f}x bare client",
+            "",
+            None,
+        )
+    ]
     rows[0].notes.append(
         "both include writing the job status (PATCH /status) and the watch delivering the last DELETED; "
         f"jobs alternate between the two variants; p99 of {jobs} samples is their maximum but one at most. "
@@ -387,21 +458,33 @@ def latency(cp, admin, server: Server, jobs: int = 50, workdir: Path | None = No
         "watch cache once the cache has caught up with etcd; measured here, a job's pod LIST right after a write "
         f"to the job takes {spaced_ms:.0f} ms when writes are {SPACING} s apart but {packed_ms:.0f} ms when they "
         "come back to back (medians of 5): on an otherwise idle control plane the cache then waits for its next "
-        "progress tick. A busy cluster's pod cache sees events all the time.")
+        "progress tick. A busy cluster's pod cache sees events all the time."
+    )
     what = f"cleanup latency with Knative's ApiServerSource receive adapter in the path, {jobs} jobs"
     try:
         rows.append(_with_adapter(cp, admin, server, jobs, bare50, bare99, workdir, what))
-    except Exception as error:  # the rest of the figures stand without it
+    except Exception as error:  # noqa: BLE001 - the rest of the figures stand without it
         import traceback
 
         traceback.print_exc()
-        rows.append(Row("4b", what, "not measured", "-", "-", "", None,
-                        [f"the adapter run failed: {type(error).__name__}: {str(error).splitlines()[0][:300]}"]))
+        rows.append(
+            Row(
+                "4b",
+                what,
+                "not measured",
+                "-",
+                "-",
+                "",
+                None,
+                [f"the adapter run failed: {type(error).__name__}: {str(error).splitlines()[0][:300]}"],
+            )
+        )
     return rows
 
 
-def _with_adapter(cp, admin, server: Server, jobs: int, bare50: float, bare99: float,
-                  workdir: Path | None, what: str) -> Row:
+def _with_adapter(
+    cp, admin, server: Server, jobs: int, bare50: float, bare99: float, workdir: Path | None, what: str
+) -> Row:
     from tests.adapter.launcher import ReceiveAdapter, install_source_rbac, source_config
     from tests.controlplane.build import RECEIVE_ADAPTER, ensure_built
     from tests.integration.k8s import Operator
@@ -411,8 +494,9 @@ def _with_adapter(cp, admin, server: Server, jobs: int, bare50: float, bare99: f
     install_source_rbac(admin)
     namespace = _make_namespace(admin, "bench-adapter")
     op = Operator(admin, namespace)
-    adapter = ReceiveAdapter(cp.kubeconfig("source"), source_config([namespace]), server.url,
-                             log=sys.stderr, workdir=workdir)
+    adapter = ReceiveAdapter(
+        cp.kubeconfig("source"), source_config([namespace]), server.url, log=sys.stderr, workdir=workdir
+    )
     samples: list[float] = []
     with adapter:
         say(f"figure 4: adapter watching {namespace}; creating {jobs} jobs x 8 pods")
@@ -434,18 +518,29 @@ def _with_adapter(cp, admin, server: Server, jobs: int, bare50: float, bare99: f
             watch.close()
     p50, p99 = _percentiles(samples)
     say(f"figure 4: with adapter p50 {p50 * 1e3:.0f} ms p99 {p99 * 1e3:.0f} ms")
-    row = Row("4b", what, f"p50 {p50 * 1e3:.0f} ms, p99 {p99 * 1e3:.0f} ms",
-              f"bare in-process client (4a): p50 {bare50 * 1e3:.0f} ms, p99 {bare99 * 1e3:.0f} ms",
-              f"p50 {p50 / bare50:.2f}x, p99 {p99 / bare99:.2f}x bare client", "", None)
-    row.notes.append("the adapter runs the shipped knative/source/apiserversource.yaml (Resource mode) for the "
-                     "namespace, as its own ServiceAccount; the clock starts before the job's status write.")
+    row = Row(
+        "4b",
+        what,
+        f"p50 {p50 * 1e3:.0f} ms, p99 {p99 * 1e3:.0f} ms",
+        f"bare in-process client (4a): p50 {bare50 * 1e3:.0f} ms, p99 {bare99 * 1e3:.0f} ms",
+        f"p50 {p50 / bare50:.2f}x, p99 {p99 / bare99:.2f}x bare client",
+        "",
+        None,
+    )
+    row.notes.append(
+        "the adapter runs the shipped knative/source/apiserversource.yaml (Resource mode) for the "
+        "namespace, as its own ServiceAccount; the clock starts before the job's status write."
+    )
     return row
 
 
 def _function_events_total(server: Server) -> float:
     text = requests.get(f"{server.url}/metrics", timeout=10).text
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith("podsweeper_events_total{"))
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("podsweeper_events_total{")
+    )
 
 
 def _wait_quiet(server: Server, settle: float = 1.0, timeout: float = 60.0) -> None:
@@ -467,8 +562,11 @@ def run_all(workdir: Path, cost_jobs: int = 30, latency_jobs: int = 50) -> tuple
     say("figures 3-4: starting the control plane (binaries are built on first use)")
     with ControlPlane(log=sys.stderr) as cp:
         admin = _client(cp.admin_kubeconfig)
-        server = Server("function-cp", {"KUBECONFIG": str(cp.function_kubeconfig), "PYTHONUNBUFFERED": "1"},
-                        logdir=workdir).start()
+        server = Server(
+            "function-cp",
+            {"KUBECONFIG": str(cp.function_kubeconfig), "PYTHONUNBUFFERED": "1"},
+            logdir=workdir,
+        ).start()
         try:
             server.wait_listening()
             rows = api_cost(cp, admin, server, cost_jobs)

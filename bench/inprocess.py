@@ -1,7 +1,7 @@
 """Figures 1 and 7: events per second in-process, against the json.loads floor.
 
 The live path per event is exactly what the served function does after the HTTP layer:
-`json.loads(body)` (the raw body bytes, as `function.web` decodes them) then
+the raw body bytes, as `podsweeper.web` hands them on, then
 `Service.handle(attributes, data)` — intake, triage, and for events that call for a pass
 the KubeCluster reads (over the in-memory API, answers parsed from JSON bytes), engine,
 deletes, Events, metrics and the JSON decision log line (written to /dev/null).
@@ -24,15 +24,16 @@ from dataclasses import dataclass
 from bench import stream as streams
 from bench.memapi import MemoryApi
 from bench.report import Row, say
-from function.cluster.simulated import SimulatedCluster
-from function.config import Settings
-from function.intake import ObjectChange
-from function.model import JobRef
-from function.objects import JOB_NAME_LABEL, RawJSON, parse_job, parse_pod
-from function.pipeline import Outcome, Pipeline
-from function.replay import read_events
-from function.report import setup_logging
-from function.service import Service
+from podsweeper.cluster.simulated import SimulatedCluster
+from podsweeper.config import Settings
+from podsweeper.intake import ObjectChange
+from podsweeper.model import JobRef
+from podsweeper.objects import parse_job, parse_pod
+from podsweeper.ownership import JOB_NAME_LABEL
+from podsweeper.pipeline import Outcome, Pipeline
+from podsweeper.replay import read_events
+from podsweeper.report import setup_logging
+from podsweeper.service import Service
 
 CHUNK = 1000
 SCALE_WINDOW_JOBS = 100
@@ -82,14 +83,14 @@ def run_live(stream: streams.Stream, api: MemoryApi | None = None) -> LiveResult
     """The stream through the live function's path, interleaved with the floor."""
     api = api or MemoryApi()
     service = Service(settings(), cluster=api.cluster())
-    loads, clock = json.loads, time.perf_counter
+    clock = time.perf_counter
     function_s = floor_s = api_s = api_floor_s = 0.0
     api_events = 0
     calls_by_class: dict[str, Counter] = {}
     events = stream.events
     gc.collect()
     for start in range(0, len(events), CHUNK):
-        chunk = events[start:start + CHUNK]
+        chunk = events[start : start + CHUNK]
         bodies = [e.body for e in chunk]
         floor_before = _floor(bodies)
         made_calls = []
@@ -97,7 +98,7 @@ def run_live(stream: streams.Stream, api: MemoryApi | None = None) -> LiveResult
             api.apply(e.kind, e.verb, e.obj, e.body)
             before = sum(api.calls.values())
             t0 = clock()
-            service.handle(e.attributes, RawJSON(e.body))  # what function/web.py hands over
+            service.handle(e.attributes, e.body)  # what function/web.py hands over
             spent = clock() - t0
             function_s += spent
             made = sum(api.calls.values()) - before
@@ -112,8 +113,18 @@ def run_live(stream: streams.Stream, api: MemoryApi | None = None) -> LiveResult
             floor_s += (a + b_) / 2
             if made:
                 api_floor_s += (a + b_) / 2
-    return LiveResult(len(events), function_s, floor_s, api.deleted, stream.expected_deletes,
-                      api.calls, api_events, api_s, api_floor_s, calls_by_class)
+    return LiveResult(
+        len(events),
+        function_s,
+        floor_s,
+        api.deleted,
+        stream.expected_deletes,
+        api.calls,
+        api_events,
+        api_s,
+        api_floor_s,
+        calls_by_class,
+    )
 
 
 def _event_class(e: streams.Event) -> str:
@@ -127,23 +138,29 @@ def _event_class(e: streams.Event) -> str:
 def figure1(jobs: int = 1000) -> tuple[Row, LiveResult, streams.Stream]:
     say(f"figure 1: building the stream of {jobs} jobs x {streams.PODS_PER_JOB} pods")
     stream = streams.build(jobs)
-    say(f"figure 1: {len(stream.events)} events, {stream.body_bytes / 1e6:.0f} MB, "
-        f"pods {stream.pod_body_mean() / 1000:.1f} KB on average; running")
+    say(
+        f"figure 1: {len(stream.events)} events, {stream.body_bytes / 1e6:.0f} MB, "
+        f"pods {stream.pod_body_mean() / 1000:.1f} KB on average; running"
+    )
     result = run_live(stream)
     n = result.events
     fn_rate, floor_rate = n / result.function_s, n / result.floor_s
     ok = result.deletes == result.expected_deletes
     row = Row(
-        "1", f"in-process events/s, {jobs:,} jobs x 8 pods ({n:,} events, pod bodies "
-             f"{stream.pod_body_mean() / 1000:.1f} KB), from the raw body bytes (decoding included)",
+        "1",
+        f"in-process events/s, {jobs:,} jobs x 8 pods ({n:,} events, pod bodies "
+        f"{stream.pod_body_mean() / 1000:.1f} KB), from the raw body bytes (decoding included)",
         f"{fn_rate:,.0f} ev/s ({1e6 / fn_rate:.0f} µs/event)",
         f"json.loads only: {floor_rate:,.0f} ev/s ({1e6 / floor_rate:.0f} µs/event)",
-        f"{result.ratio:.2f} of floor", ">= 0.50 of floor", result.ratio >= 0.5 and ok)
+        f"{result.ratio:.2f} of floor",
+        ">= 0.50 of floor",
+        result.ratio >= 0.5 and ok,
+    )
     quiet = n - result.api_events
     quiet_s = result.function_s - result.api_s
     quiet_floor = result.floor_s - result.api_floor_s
     row.notes.append(
-        f"path: Service.handle(RawJSON(body)) as function/web.py calls it (pydantic validates from bytes) (intake, triage, KubeCluster over an in-memory API, engine, "
+        f"path: Service.handle(body) as function/web.py calls it (pydantic validates from bytes) (intake, triage, KubeCluster over an in-memory API, engine, "
         f"actions, metrics, decision log). {quiet:,} events needed no API call: "
         f"{1e6 * quiet_s / max(1, quiet):.0f} µs each, {quiet_floor / quiet_s:.2f} of their floor. "
         f"{result.api_events:,} events ({100 * result.api_events / n:.1f}%) ran a pass: "
@@ -151,11 +168,13 @@ def figure1(jobs: int = 1000) -> tuple[Row, LiveResult, streams.Stream]:
         f"answers, engine, deletes, Event, one log line per decision), "
         f"{100 * result.api_s / result.function_s:.0f}% of the function's time. "
         f"Deletes: {result.deletes:,} made, {result.expected_deletes:,} expected by the contract"
-        + ("" if ok else " -- MISMATCH, the figure is not valid"))
+        + ("" if ok else " -- MISMATCH, the figure is not valid")
+    )
     return row, result, stream
 
 
 # -- figure 7: scale --------------------------------------------------------------------------
+
 
 def _fill_live(api: MemoryApi, jobs: int) -> None:
     """N finished jobs with 8 terminated pods each, as a long stream leaves them."""
@@ -186,12 +205,22 @@ def _fill_replay(cluster: SimulatedCluster, jobs: int) -> None:
         cluster.observe("add", dataclasses.replace(job, name=name, namespace=ns, uid=uid))
         ref = JobRef(job.kind, ns, name, uid, job.api_version)
         for n, pod in enumerate(parsed):
-            cluster.observe("add", dataclasses.replace(
-                pod, name=pod.name.replace(template, name), namespace=ns, uid=f"{uid[:-4]}{n:04d}",
-                labels={**pod.labels, JOB_NAME_LABEL: name}, job=ref))
+            cluster.observe(
+                "add",
+                dataclasses.replace(
+                    pod,
+                    name=pod.name.replace(template, name),
+                    namespace=ns,
+                    uid=f"{uid[:-4]}{n:04d}",
+                    labels={**pod.labels, JOB_NAME_LABEL: name},
+                    job=ref,
+                ),
+            )
 
 
-def _replay_window(cluster: SimulatedCluster, lines: list[str], settings_: Settings) -> tuple[float, float, int]:
+def _replay_window(
+    cluster: SimulatedCluster, lines: list[str], settings_: Settings
+) -> tuple[float, float, int]:
     """The replay's own loop (function/replay.py) over the window, chunk by chunk between two
     json.loads floors of the same lines; returns (replay seconds, floor seconds, events)."""
     pipeline = Pipeline(cluster, settings_)
@@ -199,7 +228,7 @@ def _replay_window(cluster: SimulatedCluster, lines: list[str], settings_: Setti
     count = 0
     gc.collect()
     for start in range(0, len(lines), CHUNK):
-        text = "".join(lines[start:start + CHUNK])
+        text = "".join(lines[start : start + CHUNK])
         floor += _line_floor(text) / 2
         t0 = time.perf_counter()
         for _number, intake, now in read_events("window", io.StringIO(text)):
@@ -226,8 +255,10 @@ def _line_floor(text: str) -> float:
 
 def figure7(sizes=(100, 1000, 10000)) -> list[Row]:
     window = streams.build(SCALE_WINDOW_JOBS, prefix="win")
-    say(f"figure 7: window of {SCALE_WINDOW_JOBS} jobs ({len(window.events)} events) over "
-        f"{', '.join(f'{s:,}' for s in sizes)} jobs of state")
+    say(
+        f"figure 7: window of {SCALE_WINDOW_JOBS} jobs ({len(window.events)} events) over "
+        f"{', '.join(f'{s:,}' for s in sizes)} jobs of state"
+    )
     live: dict[int, tuple[float, float]] = {}
     replay: dict[int, tuple[float, float]] = {}
     lines = [e.structured_line() + "\n" for e in window.events]
@@ -239,7 +270,7 @@ def figure7(sizes=(100, 1000, 10000)) -> list[Row]:
             table[size] = (cost, floor)
 
     for rep in range(REPEATS):
-        for size in (sizes if rep % 2 == 0 else tuple(reversed(sizes))):
+        for size in sizes if rep % 2 == 0 else tuple(reversed(sizes)):
             filler = size - SCALE_WINDOW_JOBS
             api = MemoryApi()
             _fill_live(api, filler)
@@ -254,17 +285,22 @@ def figure7(sizes=(100, 1000, 10000)) -> list[Row]:
             keep(replay, size, spent / count, floor / count)
             del cluster
             gc.collect()
-            say(f"figure 7: {size:,} jobs (pass {rep + 1}/{REPEATS}): live {1e6 * live[size][0]:.0f} µs/event "
+            say(
+                f"figure 7: {size:,} jobs (pass {rep + 1}/{REPEATS}): live {1e6 * live[size][0]:.0f} µs/event "
                 f"(floor {1e6 * live[size][1]:.0f}), replay {1e6 * replay[size][0]:.0f} µs/event "
-                f"(floor {1e6 * replay[size][1]:.0f})")
-    rows = [_scale_row("7a", "live function path (in-memory API)", live, sizes),
-            _scale_row("7b", "replay (`podsweeper replay`, simulated cluster)", replay, sizes)]
+                f"(floor {1e6 * replay[size][1]:.0f})"
+            )
+    rows = [
+        _scale_row("7a", "live function path (in-memory API)", live, sizes),
+        _scale_row("7b", "replay (`podsweeper replay`, simulated cluster)", replay, sizes),
+    ]
     rows[0].notes.append(
         f"7a and 7b time the same window of {SCALE_WINDOW_JOBS} jobs' events each time; before it the state "
         f"holds N-{SCALE_WINDOW_JOBS} finished jobs with 8 pods each, as a long stream leaves them (the live "
         "path's in-memory API and the replay's simulated cluster). The ratio compares cost per event in units "
         f"of the json.loads floor timed beside it, chunk by chunk; each size runs {REPEATS} times (sizes up, "
-        "then down) and the least disturbed run is kept.")
+        "then down) and the least disturbed run is kept."
+    )
     return rows
 
 
@@ -274,6 +310,12 @@ def _scale_row(figure: str, what: str, data: dict[int, tuple[float, float]], siz
     growth = (data[large][0] / data[large][1]) / (data[small][0] / data[small][1])
     value = ", ".join(f"{n:,} jobs: {1 / data[n][0]:,.0f} ev/s ({1e6 * data[n][0]:.0f} µs)" for n in sizes)
     floor = ", ".join(f"{1e6 * data[n][1]:.0f} µs" for n in sizes)
-    return Row(figure, f"scale: {what}, events/s as the cluster holds more jobs",
-               value, f"json.loads floor per event: {floor}",
-               f"cost per event {large:,}/{small:,} jobs: {growth:.2f}x", "flat (<= 1.25x)", growth <= 1.25)
+    return Row(
+        figure,
+        f"scale: {what}, events/s as the cluster holds more jobs",
+        value,
+        f"json.loads floor per event: {floor}",
+        f"cost per event {large:,}/{small:,} jobs: {growth:.2f}x",
+        "flat (<= 1.25x)",
+        growth <= 1.25,
+    )

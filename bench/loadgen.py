@@ -47,7 +47,7 @@ class Connection:
             try:
                 self.sock.sendall(payload)
                 return self._response()
-            except (ConnectionError, socket.timeout, OSError):
+            except (TimeoutError, ConnectionError, OSError):
                 self.close()
                 if attempt == 2:
                     raise
@@ -139,7 +139,7 @@ def run(port: int, payload: bytes, *, concurrency: int, duration: float, warmup:
                 if t0 >= measure_from:
                     mine.append(t1 - t0)
                     codes[status] = codes.get(status, 0) + 1
-        except BaseException as error:  # reported by the caller
+        except BaseException as error:  # noqa: BLE001 - reported by the caller
             errors.append(error)
         finally:
             conn.close()
@@ -174,5 +174,10 @@ def merge(results: list[LoadResult]) -> LoadResult:
     for r in results:
         for k, v in r.statuses.items():
             statuses[k] = statuses.get(k, 0) + v
-    return LoadResult(sum(r.requests for r in results), sum(r.seconds for r in results),
-                      [x for r in results for x in r.latencies], statuses, results[0].concurrency)
+    return LoadResult(
+        sum(r.requests for r in results),
+        sum(r.seconds for r in results),
+        [x for r in results for x in r.latencies],
+        statuses,
+        results[0].concurrency,
+    )

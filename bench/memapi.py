@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 from kubernetes.client.exceptions import ApiException
 
-from function.cluster.kube import KubeCluster
-from function.kinds import GROUP
-from function.objects import JOB_NAME_LABEL, LEGACY_GROUP_LABEL, LEGACY_JOB_NAME_LABEL
+from podsweeper.cluster.kube import KubeCluster
+from podsweeper.kinds import GROUP
+from podsweeper.ownership import JOB_NAME_LABEL, LEGACY_GROUP_LABEL, LEGACY_JOB_NAME_LABEL
 from tests.fixtures.builders import PLURALS
 
 PLURAL_KINDS = set(PLURALS.values())
@@ -115,8 +115,11 @@ class _Core:
             items = self.api.by_legacy.get((namespace, terms[LEGACY_JOB_NAME_LABEL]), {}).values()
         else:
             raise NotImplementedError(f"selector {label_selector!r} (the benchmark stream has no sweeps)")
-        return Response(b'{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":['
-                        + b",".join(items) + b"]}")
+        return Response(
+            b'{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":['
+            + b",".join(items)
+            + b"]}"
+        )
 
     def delete_namespaced_pod(self, name, namespace, body=None, **_):
         self.api.calls["DELETE", "pods"] += 1

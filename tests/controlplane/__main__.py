@@ -27,13 +27,21 @@ def _on_signal(signum, frame):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.controlplane", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.controlplane",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--kubeconfig", required=True, help="where to write the kubeconfig")
-    parser.add_argument("--user", default="admin", choices=sorted(USERS),
-                        help="identity of that kubeconfig (default: admin, in system:masters)")
-    parser.add_argument("--function-kubeconfig",
-                        help="also write a kubeconfig for the function's ServiceAccount user here")
+    parser.add_argument(
+        "--user",
+        default="admin",
+        choices=sorted(USERS),
+        help="identity of that kubeconfig (default: admin, in system:masters)",
+    )
+    parser.add_argument(
+        "--function-kubeconfig", help="also write a kubeconfig for the function's ServiceAccount user here"
+    )
     parser.add_argument("--no-crds", action="store_true", help="skip the Kubeflow training CRDs")
     parser.add_argument("--no-rbac", action="store_true", help="skip knative/function-rbac.yaml")
     args = parser.parse_args(argv)

@@ -63,13 +63,21 @@ def ensure_built(binary: GoBinary, log=sys.stderr) -> Path:
         raise BuildError("go is not on PATH: install Go 1.26 to build the control plane")
     binary.path.parent.mkdir(parents=True, exist_ok=True)
     partial = binary.path.with_suffix(".partial")
-    print(f"building {binary.name} {binary.version} from {binary.package} "
-          "(cold builds take 5-20 minutes on 2 cores)...", file=log, flush=True)
+    print(
+        f"building {binary.name} {binary.version} from {binary.package} "
+        "(cold builds take 5-20 minutes on 2 cores)...",
+        file=log,
+        flush=True,
+    )
     started = time.monotonic()
     env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
     proc = subprocess.Popen(
         [go, "build", "-v", "-trimpath", "-ldflags=-s -w", "-o", str(partial), binary.package],
-        cwd=binary.module_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=binary.module_dir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     tail: list[str] = []
     packages = 0
@@ -78,8 +86,11 @@ def ensure_built(binary: GoBinary, log=sys.stderr) -> Path:
         tail = (tail + [line.rstrip()])[-60:]
         packages += 1
         if packages % 200 == 0:
-            print(f"  {binary.name}: {packages} packages compiled, "
-                  f"{time.monotonic() - started:.0f}s", file=log, flush=True)
+            print(
+                f"  {binary.name}: {packages} packages compiled, {time.monotonic() - started:.0f}s",
+                file=log,
+                flush=True,
+            )
     if proc.wait() != 0:
         raise BuildError(f"building {binary.name} failed:\n" + "\n".join(tail))
     partial.rename(binary.path)

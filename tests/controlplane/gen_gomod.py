@@ -24,7 +24,9 @@ def staging_modules(kubernetes_version: str) -> list[str]:
     info = json.loads(
         subprocess.run(
             ["go", "mod", "download", "-json", f"k8s.io/kubernetes@{kubernetes_version}"],
-            check=True, capture_output=True, text=True,
+            check=True,
+            capture_output=True,
+            text=True,
         ).stdout
     )
     text = Path(info["GoMod"]).read_text()
@@ -48,7 +50,10 @@ def render(kubernetes_version: str) -> str:
 def main() -> int:
     GOMOD_DIR.mkdir(exist_ok=True)
     (GOMOD_DIR / "go.mod").write_text(render(KUBERNETES_VERSION))
-    for tool in (f"k8s.io/kubernetes/cmd/kube-apiserver@{KUBERNETES_VERSION}", f"go.etcd.io/etcd/server/v3@{ETCD_VERSION}"):
+    for tool in (
+        f"k8s.io/kubernetes/cmd/kube-apiserver@{KUBERNETES_VERSION}",
+        f"go.etcd.io/etcd/server/v3@{ETCD_VERSION}",
+    ):
         subprocess.run(["go", "get", "-tool", tool], cwd=GOMOD_DIR, check=True)
     subprocess.run(["go", "mod", "tidy"], cwd=GOMOD_DIR, check=True)
     return 0

@@ -54,9 +54,11 @@ class User:
 
 
 def _service_account(namespace: str, name: str, key: str) -> User:
-    return User(key, f"system:serviceaccount:{namespace}:{name}",
-                ("system:serviceaccounts", f"system:serviceaccounts:{namespace}",
-                 "system:authenticated"))
+    return User(
+        key,
+        f"system:serviceaccount:{namespace}:{name}",
+        ("system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"),
+    )
 
 
 USERS = {
@@ -88,6 +90,7 @@ def _die_with_parent(parent_pid: int):
     Linux ties this to the *thread* that forked, so start the control plane from a
     long-lived thread (the main thread, as pytest fixtures and the CLI do).
     """
+
     def hook() -> None:
         try:
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -95,6 +98,7 @@ def _die_with_parent(parent_pid: int):
             pass  # not Linux: process groups and stop() still clean up
         if os.getppid() != parent_pid:  # the parent died before prctl took effect
             os._exit(1)
+
     return hook
 
 
@@ -106,8 +110,13 @@ class _Component:
         self.log_path = workdir / f"{name}.log"
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
-                argv, cwd=workdir, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True, preexec_fn=_die_with_parent(os.getpid()),
+                argv,
+                cwd=workdir,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent(os.getpid()),
             )
 
     def alive(self) -> bool:
@@ -123,7 +132,8 @@ class _Component:
     def died(self) -> ControlPlaneError:
         return ControlPlaneError(
             f"{self.name} exited with code {self.proc.returncode}; last lines of "
-            f"{self.log_path}:\n{self.tail()}")
+            f"{self.log_path}:\n{self.tail()}"
+        )
 
     def stop(self, timeout: float = 10.0) -> None:
         if self.proc.poll() is not None:
@@ -147,8 +157,14 @@ class ControlPlane:
     ``function_kubeconfig``, ``workdir`` and ``timings`` (seconds per phase).
     """
 
-    def __init__(self, *, install_crds: bool = True, install_rbac: bool = True,
-                 log=sys.stderr, ready_timeout: float = 90.0):
+    def __init__(
+        self,
+        *,
+        install_crds: bool = True,
+        install_rbac: bool = True,
+        log=sys.stderr,
+        ready_timeout: float = 90.0,
+    ):
         self.install_crds = install_crds
         self.install_rbac = install_rbac
         self.log = log
@@ -163,13 +179,13 @@ class ControlPlane:
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    def __enter__(self) -> "ControlPlane":
+    def __enter__(self) -> ControlPlane:
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def start(self, attempts: int = 3) -> "ControlPlane":
+    def start(self, attempts: int = 3) -> ControlPlane:
         """Build binaries if missing, start both components, wait for /readyz, install manifests."""
         t0 = time.monotonic()
         etcd_bin = ensure_built(ETCD, log=self.log)
@@ -193,9 +209,11 @@ class ControlPlane:
             self.stop()
             raise
         self.timings["total"] = time.monotonic() - t0
-        self._say(f"ready at {self.url} in {self.timings['total']:.1f}s "
-                  f"(apiserver {self.timings['apiserver']:.1f}s, "
-                  f"manifests {self.timings.get('manifests', 0):.1f}s)")
+        self._say(
+            f"ready at {self.url} in {self.timings['total']:.1f}s "
+            f"(apiserver {self.timings['apiserver']:.1f}s, "
+            f"manifests {self.timings.get('manifests', 0):.1f}s)"
+        )
         return self
 
     def _start_once(self, etcd_bin: Path, apiserver_bin: Path) -> None:
@@ -205,47 +223,68 @@ class ControlPlane:
         keys = pki_mod.generate(self.workdir / "pki")
         self.ca_file = keys.ca_cert
         token_file = self.workdir / "tokens.csv"
-        token_file.write_text("".join(
-            f'{self.tokens[u.key]},{u.username},{u.username},"{",".join(u.groups)}"\n'
-            for u in USERS.values()))
+        token_file.write_text(
+            "".join(
+                f'{self.tokens[u.key]},{u.username},{u.username},"{",".join(u.groups)}"\n'
+                for u in USERS.values()
+            )
+        )
         token_file.chmod(0o600)
 
         client_port, peer_port, secure_port = free_port(), free_port(), free_port()
         client_url = f"http://127.0.0.1:{client_port}"
         peer_url = f"http://127.0.0.1:{peer_port}"
         self._say(f"starting etcd on {client_url}")
-        self._components.append(_Component("etcd", [
-            str(etcd_bin), "--name=podsweeper", f"--data-dir={self.workdir / 'etcd'}",
-            f"--listen-client-urls={client_url}", f"--advertise-client-urls={client_url}",
-            f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
-            f"--initial-cluster=podsweeper={peer_url}",
-            "--unsafe-no-fsync",  # throwaway data: durability only costs time
-            "--log-level=warn",
-        ], self.workdir))
+        self._components.append(
+            _Component(
+                "etcd",
+                [
+                    str(etcd_bin),
+                    "--name=podsweeper",
+                    f"--data-dir={self.workdir / 'etcd'}",
+                    f"--listen-client-urls={client_url}",
+                    f"--advertise-client-urls={client_url}",
+                    f"--listen-peer-urls={peer_url}",
+                    f"--initial-advertise-peer-urls={peer_url}",
+                    f"--initial-cluster=podsweeper={peer_url}",
+                    "--unsafe-no-fsync",  # throwaway data: durability only costs time
+                    "--log-level=warn",
+                ],
+                self.workdir,
+            )
+        )
 
         self.url = f"https://127.0.0.1:{secure_port}"
         self._say(f"starting kube-apiserver on {self.url}")
         # Started right away: it retries etcd until it answers, which overlaps their startups.
-        self._components.append(_Component("kube-apiserver", [
-            str(apiserver_bin),
-            f"--etcd-servers={client_url}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-            f"--secure-port={secure_port}",
-            f"--cert-dir={self.workdir / 'certs'}",
-            f"--tls-cert-file={keys.serving_cert}", f"--tls-private-key-file={keys.serving_key}",
-            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-            f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
-            f"--service-account-key-file={keys.sa_key}",
-            f"--service-account-signing-key-file={keys.sa_key}",
-            f"--token-auth-file={token_file}",
-            "--authorization-mode=RBAC",
-            # No controller manager creates `default` ServiceAccounts, which this plugin requires.
-            "--disable-admission-plugins=ServiceAccount",
-            # Nothing to reconcile: there is no kubernetes Service backend on loopback.
-            "--endpoint-reconciler-type=none",
-            "--allow-privileged=true",
-            "--profiling=false",
-        ], self.workdir))
+        self._components.append(
+            _Component(
+                "kube-apiserver",
+                [
+                    str(apiserver_bin),
+                    f"--etcd-servers={client_url}",
+                    "--bind-address=127.0.0.1",
+                    "--advertise-address=127.0.0.1",
+                    f"--secure-port={secure_port}",
+                    f"--cert-dir={self.workdir / 'certs'}",
+                    f"--tls-cert-file={keys.serving_cert}",
+                    f"--tls-private-key-file={keys.serving_key}",
+                    f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+                    f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+                    f"--service-account-key-file={keys.sa_key}",
+                    f"--service-account-signing-key-file={keys.sa_key}",
+                    f"--token-auth-file={token_file}",
+                    "--authorization-mode=RBAC",
+                    # No controller manager creates `default` ServiceAccounts, which this plugin requires.
+                    "--disable-admission-plugins=ServiceAccount",
+                    # Nothing to reconcile: there is no kubernetes Service backend on loopback.
+                    "--endpoint-reconciler-type=none",
+                    "--allow-privileged=true",
+                    "--profiling=false",
+                ],
+                self.workdir,
+            )
+        )
         self._wait_ready()
         self.timings["apiserver"] = time.monotonic() - t0
 
@@ -267,7 +306,8 @@ class ControlPlane:
                 apiserver = self._components[-1]
                 raise ControlPlaneError(
                     f"kube-apiserver not ready after {self.ready_timeout}s ({last}); last lines "
-                    f"of {apiserver.log_path}:\n{apiserver.tail()}")
+                    f"of {apiserver.log_path}:\n{apiserver.tail()}"
+                )
             time.sleep(0.2)
 
     def _install(self) -> None:
@@ -312,10 +352,16 @@ class ControlPlane:
         return {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "podsweeper", "cluster": {
-                # Inline CA, so the file stays usable wherever it is copied (e.g. into a container).
-                "server": self.url,
-                "certificate-authority-data": base64.b64encode(self.ca_file.read_bytes()).decode()}}],
+            "clusters": [
+                {
+                    "name": "podsweeper",
+                    "cluster": {
+                        # Inline CA, so the file stays usable wherever it is copied (e.g. into a container).
+                        "server": self.url,
+                        "certificate-authority-data": base64.b64encode(self.ca_file.read_bytes()).decode(),
+                    },
+                }
+            ],
             "users": [{"name": u.key, "user": {"token": self.tokens[user]}}],
             "contexts": [{"name": u.key, "context": context}],
             "current-context": u.key,
@@ -332,8 +378,7 @@ class ControlPlane:
         """A kubeconfig file for user inside the work directory (valid while running)."""
         if user not in self._kubeconfigs:
             assert self.workdir is not None, "control plane is not running"
-            self._kubeconfigs[user] = self.write_kubeconfig(
-                self.workdir / f"kubeconfig-{user}", user)
+            self._kubeconfigs[user] = self.write_kubeconfig(self.workdir / f"kubeconfig-{user}", user)
         return self._kubeconfigs[user]
 
     @property

@@ -46,15 +46,21 @@ def go_module_dir(module: str, version: str) -> Path:
     # Run outside any module and without the caller's GOFLAGS (e.g. -mod=mod), which
     # `go mod download` rejects outside a module.
     env = {**os.environ, "GOFLAGS": "", "GO111MODULE": "on"}
-    proc = subprocess.run([go, "mod", "download", "-json", f"{module}@{version}"],
-                          cwd=tempfile.gettempdir(), env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [go, "mod", "download", "-json", f"{module}@{version}"],
+        cwd=tempfile.gettempdir(),
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     try:
         info = json.loads(proc.stdout)
     except ValueError:
         info = {}
     if proc.returncode != 0 or "Dir" not in info:
-        raise ManifestError(f"go mod download {module}@{version} failed:\n"
-                            f"{info.get('Error', '')}{proc.stderr}")
+        raise ManifestError(
+            f"go mod download {module}@{version} failed:\n{info.get('Error', '')}{proc.stderr}"
+        )
     return Path(info["Dir"])
 
 
@@ -91,8 +97,10 @@ def install_crds(api: client.ApiClient, crds: list[dict], timeout: float = 30.0)
         established = {
             item["metadata"]["name"]
             for item in listing["items"]
-            if any(c["type"] == "Established" and c["status"] == "True"
-                   for c in (item.get("status") or {}).get("conditions") or [])
+            if any(
+                c["type"] == "Established" and c["status"] == "True"
+                for c in (item.get("status") or {}).get("conditions") or []
+            )
         }
         if wanted <= established:
             return
@@ -107,13 +115,14 @@ def _creator(api: client.ApiClient, kind: str):
     table = {
         "Namespace": lambda o: core.create_namespace(o, _preload_content=False),
         "ServiceAccount": lambda o: core.create_namespaced_service_account(
-            o["metadata"]["namespace"], o, _preload_content=False),
+            o["metadata"]["namespace"], o, _preload_content=False
+        ),
         "ClusterRole": lambda o: rbac.create_cluster_role(o, _preload_content=False),
         "ClusterRoleBinding": lambda o: rbac.create_cluster_role_binding(o, _preload_content=False),
-        "Role": lambda o: rbac.create_namespaced_role(
-            o["metadata"]["namespace"], o, _preload_content=False),
+        "Role": lambda o: rbac.create_namespaced_role(o["metadata"]["namespace"], o, _preload_content=False),
         "RoleBinding": lambda o: rbac.create_namespaced_role_binding(
-            o["metadata"]["namespace"], o, _preload_content=False),
+            o["metadata"]["namespace"], o, _preload_content=False
+        ),
     }
     if kind not in table:
         raise ManifestError(f"don't know how to create a {kind}; extend manifests._creator")

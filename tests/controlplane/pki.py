@@ -21,8 +21,13 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 # Names the serving certificate is valid for: loopback, plus the in-cluster service
 # names and the first IP of --service-cluster-ip-range, as on a real cluster.
-SERVING_DNS = ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-               "kubernetes.default.svc.cluster.local"]
+SERVING_DNS = [
+    "localhost",
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+]
 SERVING_IPS = ["127.0.0.1", "10.0.0.1"]
 
 
@@ -35,12 +40,13 @@ class Pki:
 
 
 def _pem_key(key) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def _cert(subject: str, public_key, issuer: x509.Name, signing_key, *, ca: bool):
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     builder = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
@@ -53,15 +59,25 @@ def _cert(subject: str, public_key, issuer: x509.Name, signing_key, *, ca: bool)
     )
     if ca:
         builder = builder.add_extension(
-            x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                          content_commitment=False, key_encipherment=False,
-                          data_encipherment=False, key_agreement=False,
-                          encipher_only=False, decipher_only=False), critical=True)
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
     else:
         builder = builder.add_extension(
             x509.SubjectAlternativeName(
                 [x509.DNSName(n) for n in SERVING_DNS]
-                + [x509.IPAddress(ipaddress.ip_address(i)) for i in SERVING_IPS]),
+                + [x509.IPAddress(ipaddress.ip_address(i)) for i in SERVING_IPS]
+            ),
             critical=False,
         ).add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
     return builder.sign(signing_key, hashes.SHA256())
@@ -77,8 +93,9 @@ def generate(directory: Path) -> Pki:
     serving = _cert("kube-apiserver", serving_key.public_key(), ca_name, ca_key, ca=False)
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
-    pki = Pki(directory / "ca.crt", directory / "apiserver.crt", directory / "apiserver.key",
-              directory / "sa.key")
+    pki = Pki(
+        directory / "ca.crt", directory / "apiserver.crt", directory / "apiserver.key", directory / "sa.key"
+    )
     pki.ca_cert.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     pki.serving_cert.write_bytes(serving.public_bytes(serialization.Encoding.PEM))
     pki.serving_key.write_bytes(_pem_key(serving_key))

@@ -45,8 +45,14 @@ def ensure_built() -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial")
     env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly"}
-    proc = subprocess.run([go, "build", "-trimpath", "-ldflags=-s -w", "-o", str(partial), "."],
-                          cwd=MODULE_DIR, env=env, capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run(
+        [go, "build", "-trimpath", "-ldflags=-s -w", "-o", str(partial), "."],
+        cwd=MODULE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     if proc.returncode != 0:
         raise AdmissionError(f"go build tests/deploy/knativevalidate failed:\n{proc.stdout}{proc.stderr}")
     partial.rename(path)
@@ -55,8 +61,9 @@ def ensure_built() -> Path:
 
 def admit(objects: list[dict]) -> list[dict]:
     """One {"kind", "name", "checked", "error"} per object, in order."""
-    proc = subprocess.run([str(ensure_built())], input=json.dumps(objects),
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(ensure_built())], input=json.dumps(objects), capture_output=True, text=True, timeout=120
+    )
     if proc.returncode != 0:
         raise AdmissionError(f"knativevalidate exited {proc.returncode}: {proc.stderr}")
     return json.loads(proc.stdout)

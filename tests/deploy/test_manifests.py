@@ -45,8 +45,11 @@ FIELD_MANAGER = "podsweeper-manifest-test"
 
 
 def by_kind(objects: list[dict], kind: str, api_group: str | None = None) -> list[dict]:
-    return [o for o in objects if o["kind"] == kind
-            and (api_group is None or o["apiVersion"].rpartition("/")[0] == api_group)]
+    return [
+        o
+        for o in objects
+        if o["kind"] == kind and (api_group is None or o["apiVersion"].rpartition("/")[0] == api_group)
+    ]
 
 
 def one(objects: list[dict], kind: str, api_group: str | None = None) -> dict:
@@ -59,8 +62,9 @@ def rules_table(cluster_role: dict) -> dict[tuple[str, str], set[str]]:
     """(apiGroup, resource) -> verbs, with every rule's lists multiplied out."""
     table: dict[tuple[str, str], set[str]] = {}
     for rule in cluster_role.get("rules") or []:
-        assert set(rule) <= {"apiGroups", "resources", "verbs"}, \
+        assert set(rule) <= {"apiGroups", "resources", "verbs"}, (
             f"unexpected rule fields (resourceNames, nonResourceURLs, ...): {rule}"
+        )
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 table.setdefault((group, resource), set()).update(rule["verbs"])
@@ -108,16 +112,19 @@ def test_function_clusterrole_grants_exactly_what_the_function_uses():
     role = one(docs, "ClusterRole")
     text = json.dumps(role["rules"])
     assert "*" not in text, "no wildcard in the function's ClusterRole"
-    expected = {("", "pods"): {"get", "list", "delete"},
-                ("", "events"): {"get", "create", "patch"}}
+    expected = {("", "pods"): {"get", "list", "delete"}, ("", "events"): {"get", "create", "patch"}}
     expected |= {("kubeflow.org", plural): {"get", "list"} for plural in TRAINING_JOB_KINDS.values()}
     assert rules_table(role) == expected
 
     binding = one(docs, "ClusterRoleBinding")
-    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io",
-                                  "kind": "ClusterRole", "name": role["metadata"]["name"]}
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "podsweeper",
-                                    "namespace": "podsweeper"}]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": role["metadata"]["name"],
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "podsweeper", "namespace": "podsweeper"}
+    ]
     sa = one(docs, "ServiceAccount")
     assert (sa["metadata"]["namespace"], sa["metadata"]["name"]) == ("podsweeper", "podsweeper")
 
@@ -129,14 +136,20 @@ def test_function_clusterrole_grants_exactly_what_the_function_uses():
 def test_base_renders_everything_into_namespace_podsweeper(rendered):
     objects = rendered["knative"]
     kinds = sorted((o["kind"], o["metadata"]["name"]) for o in objects)
-    assert kinds == sorted([
-        ("Namespace", "podsweeper"),
-        ("ServiceAccount", "podsweeper"), ("ServiceAccount", "podsweeper-source"),
-        ("ClusterRole", "podsweeper"), ("ClusterRole", "podsweeper-source"),
-        ("ClusterRoleBinding", "podsweeper"), ("ClusterRoleBinding", "podsweeper-source"),
-        ("Service", "podsweeper"), ("ApiServerSource", "podsweeper"),
-        ("PingSource", "podsweeper-sweep"),
-    ])
+    assert kinds == sorted(
+        [
+            ("Namespace", "podsweeper"),
+            ("ServiceAccount", "podsweeper"),
+            ("ServiceAccount", "podsweeper-source"),
+            ("ClusterRole", "podsweeper"),
+            ("ClusterRole", "podsweeper-source"),
+            ("ClusterRoleBinding", "podsweeper"),
+            ("ClusterRoleBinding", "podsweeper-source"),
+            ("Service", "podsweeper"),
+            ("ApiServerSource", "podsweeper"),
+            ("PingSource", "podsweeper-sweep"),
+        ]
+    )
     cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
     for o in objects:
         if o["kind"] not in cluster_scoped:
@@ -150,8 +163,9 @@ def test_apiserversource_watches_the_training_jobs_and_their_pods(rendered):
     spec = src["spec"]
     assert spec["mode"] == "Resource"  # data = the whole object; Reference would need a GET
     assert spec["namespaceSelector"] == {}  # all namespaces
-    assert spec["sink"] == {"ref": {"apiVersion": "serving.knative.dev/v1", "kind": "Service",
-                                    "name": "podsweeper"}}
+    assert spec["sink"] == {
+        "ref": {"apiVersion": "serving.knative.dev/v1", "kind": "Service", "name": "podsweeper"}
+    }
     watched = {(r["apiVersion"], r["kind"]) for r in spec["resources"]}
     assert watched == {("kubeflow.org/v1", k) for k in TRAINING_JOB_KINDS} | {("v1", "Pod")}
     pods = [r for r in spec["resources"] if r["kind"] == "Pod"]
@@ -169,11 +183,11 @@ def test_apiserversource_watches_the_training_jobs_and_their_pods(rendered):
     needed = {(r["apiVersion"].rpartition("/")[0], guess_plural(r["kind"])) for r in spec["resources"]}
     assert set(table) == needed
     assert all(verbs == {"get", "list", "watch"} for verbs in table.values()), table
-    binding = next(o for o in by_kind(objects, "ClusterRoleBinding")
-                   if o["metadata"]["name"] == sa_name)
+    binding = next(o for o in by_kind(objects, "ClusterRoleBinding") if o["metadata"]["name"] == sa_name)
     assert binding["roleRef"]["name"] == sa_name
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa_name,
-                                    "namespace": src["metadata"]["namespace"]}]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": sa_name, "namespace": src["metadata"]["namespace"]}
+    ]
 
 
 @pytest.mark.integration
@@ -206,9 +220,13 @@ def test_knative_service_runs_the_function_safely(rendered):
     for probe in ("readinessProbe", "livenessProbe"):
         assert c[probe]["httpGet"] == {"path": "/healthz"}, probe
     sc = c["securityContext"]
-    assert sc == {"runAsNonRoot": True, "readOnlyRootFilesystem": True,
-                  "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-                  "seccompProfile": {"type": "RuntimeDefault"}}
+    assert sc == {
+        "runAsNonRoot": True,
+        "readOnlyRootFilesystem": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
     # A read-only root needs a writable /tmp for gunicorn's worker heartbeat file.
     mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
     volumes = {v["name"]: v for v in spec["volumes"]}
@@ -220,7 +238,7 @@ def test_knative_service_runs_the_function_safely(rendered):
 @pytest.mark.integration
 @pytest.mark.parametrize("kustomization, dry_run", [("knative", True), ("knative/overlays/live", False)])
 def test_service_env_is_accepted_by_the_function_settings(rendered, monkeypatch, kustomization, dry_run):
-    from function.config import ENV_PREFIX, Settings, load_settings
+    from podsweeper.config import ENV_PREFIX, Settings, load_settings
 
     env = env_of(ksvc_container(rendered[kustomization]))
     assert env == {
@@ -284,8 +302,9 @@ def test_kubectl_embedded_kustomize_renders_the_same(rendered, tmp_path):
         pytest.skip("no kubectl on this machine (optional cross-check)")
     kubectl = kubectls[0]  # the oldest: 1.27 embeds kustomize v5.0.1
     for name in KUSTOMIZATIONS:
-        out = subprocess.run([str(kubectl), "kustomize", str(REPO / name)],
-                             capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            [str(kubectl), "kustomize", str(REPO / name)], capture_output=True, text=True, timeout=60
+        )
         assert out.returncode == 0, f"{kubectl.name} kustomize {name}: {out.stderr}"
         assert [d for d in yaml.safe_load_all(out.stdout) if d] == rendered[name], name
 
@@ -317,8 +336,9 @@ class Api:
 
     def call(self, method: str, path: str, query=None, body=None, content_type=None):
         headers = {"Content-Type": content_type} if content_type else {}
-        resp = self.session.request(method, self.host + path, params=query, data=body,
-                                    headers=headers, verify=self.verify, timeout=30)
+        resp = self.session.request(
+            method, self.host + path, params=query, data=body, headers=headers, verify=self.verify, timeout=30
+        )
         return resp.status_code, resp.content
 
     def resources(self, api_version: str) -> dict[str, dict]:
@@ -354,16 +374,14 @@ class Api:
         query = [("fieldManager", FIELD_MANAGER), ("fieldValidation", "Strict")]
         if dry_run:
             query.append(("dryRun", "All"))
-        return self.call("POST", self.path_of(obj, named=False), query, json.dumps(obj),
-                         "application/json")
+        return self.call("POST", self.path_of(obj, named=False), query, json.dumps(obj), "application/json")
 
     def apply(self, obj: dict, dry_run: bool = True) -> tuple[int, bytes]:
         """Server-side apply (as `kubectl apply --server-side [--dry-run=server]`)."""
         query = [("fieldManager", FIELD_MANAGER), ("fieldValidation", "Strict"), ("force", "true")]
         if dry_run:
             query.append(("dryRun", "All"))
-        return self.call("PATCH", self.path_of(obj), query, json.dumps(obj),
-                         "application/apply-patch+yaml")
+        return self.call("PATCH", self.path_of(obj), query, json.dumps(obj), "application/apply-patch+yaml")
 
     def delete(self, obj: dict) -> None:
         status, data = self.call("DELETE", self.path_of(obj))
@@ -408,15 +426,26 @@ def test_every_object_passes_server_side_dry_run(api, rendered, kustomization):
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("kind, mutate", [
-    ("Service", lambda o: o["spec"]["template"]["spec"].update(containerConcurency=10)),
-    ("Service", lambda o: o["spec"]["template"]["spec"]["containers"][0]["resources"]
-     ["limits"].update(cpu="half")),
-    ("Service", lambda o: o["spec"]["template"]["spec"]["containers"][0]["securityContext"]
-     .update(runAsNonRoot="yes")),
-    ("ApiServerSource", lambda o: o["spec"]["resources"][0].update(selectr={})),
-    ("PingSource", lambda o: o["spec"].update(schedule=5)),
-])
+@pytest.mark.parametrize(
+    "kind, mutate",
+    [
+        ("Service", lambda o: o["spec"]["template"]["spec"].update(containerConcurency=10)),
+        (
+            "Service",
+            lambda o: o["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"].update(
+                cpu="half"
+            ),
+        ),
+        (
+            "Service",
+            lambda o: o["spec"]["template"]["spec"]["containers"][0]["securityContext"].update(
+                runAsNonRoot="yes"
+            ),
+        ),
+        ("ApiServerSource", lambda o: o["spec"]["resources"][0].update(selectr={})),
+        ("PingSource", lambda o: o["spec"].update(schedule=5)),
+    ],
+)
 def test_dry_run_does_reject_a_broken_manifest(api, rendered, kind, mutate):
     """The control for the test above: the schemas are live, a typo does not slip through."""
     obj = json.loads(json.dumps(one(rendered["knative"], kind)))
@@ -461,12 +490,26 @@ def test_source_service_account_passes_knatives_access_check(api, rendered):
     user = f"system:serviceaccount:{src['metadata']['namespace']}:{sa_name}"
 
     def allowed(verb: str, group: str, resource: str, namespace: str) -> bool:
-        review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-                  "spec": {"user": user, "groups": ["system:serviceaccounts"],
-                           "resourceAttributes": {"namespace": namespace, "verb": verb,
-                                                  "group": group, "resource": resource}}}
-        status, data = api.call("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews",
-                                body=json.dumps(review), content_type="application/json")
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": user,
+                "groups": ["system:serviceaccounts"],
+                "resourceAttributes": {
+                    "namespace": namespace,
+                    "verb": verb,
+                    "group": group,
+                    "resource": resource,
+                },
+            },
+        }
+        status, data = api.call(
+            "POST",
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            body=json.dumps(review),
+            content_type="application/json",
+        )
         assert status == 201, data
         return json.loads(data)["status"].get("allowed", False)
 
@@ -475,8 +518,11 @@ def test_source_service_account_passes_knatives_access_check(api, rendered):
             group = res["apiVersion"].rpartition("/")[0]
             for namespace in ("", "team-a"):  # all namespaces, and any one of them
                 for verb in ("get", "list", "watch"):
-                    assert allowed(verb, group, guess_plural(res["kind"]), namespace), \
-                        (verb, res["kind"], namespace)
+                    assert allowed(verb, group, guess_plural(res["kind"]), namespace), (
+                        verb,
+                        res["kind"],
+                        namespace,
+                    )
             for verb in ("create", "update", "patch", "delete", "deletecollection"):
                 assert not allowed(verb, group, guess_plural(res["kind"]), "team-a"), (verb, res)
         assert not allowed("get", "", "secrets", "team-a")
@@ -515,7 +561,8 @@ def test_documented_gitops_overlay_sets_image_and_goes_live(rendered, tmp_path):
     overlay = tmp_path / "my-cluster" / "podsweeper"
     overlay.mkdir(parents=True)
     (overlay / "kustomization.yaml").write_text(
-        GITOPS_OVERLAY.format(knative=os.path.relpath(KNATIVE, overlay)))
+        GITOPS_OVERLAY.format(knative=os.path.relpath(KNATIVE, overlay))
+    )
     objects = render(overlay)
     assert len(objects) == len(rendered["knative"])
     c = ksvc_container(objects)
@@ -533,8 +580,7 @@ def test_knative_webhook_logic_accepts_the_manifests(rendered, kustomization):
 
     objects = rendered[kustomization]
     results = admit(objects)
-    assert [(r["kind"], r["name"]) for r in results] == \
-        [(o["kind"], o["metadata"]["name"]) for o in objects]
+    assert [(r["kind"], r["name"]) for r in results] == [(o["kind"], o["metadata"]["name"]) for o in objects]
     knative_kinds = {"Service", "ApiServerSource", "PingSource"}
     for r, o in zip(results, objects):
         if o["apiVersion"].endswith("knative.dev/v1") and o["kind"] in knative_kinds:
@@ -547,16 +593,29 @@ def _svc_env(o, name, value):
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("kind, mutate, message", [
-    ("Service", lambda o: _svc_env(o, "PORT", "9090"), "reserved environment variable"),
-    ("Service", lambda o: o["spec"]["template"]["spec"].update(timeoutSeconds=3600), "timeoutSeconds"),
-    ("Service", lambda o: o["spec"]["template"]["metadata"]["annotations"]
-     .update({"autoscaling.knative.dev/min-scale": "9"}), "less than min-scale"),
-    ("Service", lambda o: o["spec"]["template"]["spec"]["containers"][0]["securityContext"]
-     .update(privileged=True), "privileged"),
-    ("PingSource", lambda o: o["spec"].update(schedule="every 5 minutes"), "spec.schedule"),
-    ("ApiServerSource", lambda o: o["spec"].update(mode="Full"), "spec.mode"),
-])
+@pytest.mark.parametrize(
+    "kind, mutate, message",
+    [
+        ("Service", lambda o: _svc_env(o, "PORT", "9090"), "reserved environment variable"),
+        ("Service", lambda o: o["spec"]["template"]["spec"].update(timeoutSeconds=3600), "timeoutSeconds"),
+        (
+            "Service",
+            lambda o: o["spec"]["template"]["metadata"]["annotations"].update(
+                {"autoscaling.knative.dev/min-scale": "9"}
+            ),
+            "less than min-scale",
+        ),
+        (
+            "Service",
+            lambda o: o["spec"]["template"]["spec"]["containers"][0]["securityContext"].update(
+                privileged=True
+            ),
+            "privileged",
+        ),
+        ("PingSource", lambda o: o["spec"].update(schedule="every 5 minutes"), "spec.schedule"),
+        ("ApiServerSource", lambda o: o["spec"].update(mode="Full"), "spec.mode"),
+    ],
+)
 def test_knative_webhook_logic_rejects_a_broken_manifest(rendered, kind, mutate, message):
     """The control for the test above: the validator does reject what Knative would."""
     from tests.deploy.knative_admission import admit
@@ -572,7 +631,8 @@ def test_knative_webhook_logic_rejects_a_broken_manifest(rendered, kind, mutate,
 
 @pytest.mark.e2e
 def test_real_adapter_exits_when_a_listed_group_version_is_not_served(
-        control_plane, admin_api, rendered, tmp_path):
+    control_plane, admin_api, rendered, tmp_path
+):
     """Why MPIJob v2beta1 is an overlay and not in the base: Knative's receive adapter asks
     discovery for each listed group/version at start and exits on the first one not served.
     The test cluster has the training operator's CRDs (mpijobs at kubeflow.org/v1 only), so
@@ -585,8 +645,9 @@ def test_real_adapter_exits_when_a_listed_group_version_is_not_served(
     manifest.write_text(yaml.safe_dump(source))
     config = source_config(["default"], manifest=manifest)
     install_source_rbac(admin_api)
-    adapter = ReceiveAdapter(control_plane.kubeconfig("source"), config, "http://127.0.0.1:9/",
-                             workdir=tmp_path, ready_timeout=60)
+    adapter = ReceiveAdapter(
+        control_plane.kubeconfig("source"), config, "http://127.0.0.1:9/", workdir=tmp_path, ready_timeout=60
+    )
     with pytest.raises(AdapterError) as failure:
         adapter.start()
     adapter.stop()

@@ -40,17 +40,21 @@ def pytest_terminal_summary(terminalreporter):
 @pytest.fixture
 def timings(request):
     """`timings(label, removal, note="")` records and prints one scenario's measurement."""
+
     def add(label: str, removal, note: str = "") -> None:
         if removal.last_gone is None:
             text = f"NOT all gone after {removal.polls} polls: {removal.remaining()}"
         else:
-            text = (f"first delete seen {removal.first_terminating * 1000:7.1f} ms, "
-                    f"last pod gone {removal.last_gone * 1000:7.1f} ms "
-                    f"({len(removal.names)} pods, {removal.polls} polls)")
+            text = (
+                f"first delete seen {removal.first_terminating * 1000:7.1f} ms, "
+                f"last pod gone {removal.last_gone * 1000:7.1f} ms "
+                f"({len(removal.names)} pods, {removal.polls} polls)"
+            )
         if note:
             text += f"  [{note}]"
         TIMINGS.append((label, text))
         print(f"\ntiming {label}: {text}", file=sys.stderr, flush=True)
+
     return add
 
 
@@ -87,20 +91,25 @@ def make_stack(request, receive_adapter, control_plane, namespace):
         return stack.start()
 
     yield make
-    failed = any(getattr(getattr(request.node, f"rep_{when}", None), "failed", False)
-                 for when in ("setup", "call"))
+    failed = any(
+        getattr(getattr(request.node, f"rep_{when}", None), "failed", False) for when in ("setup", "call")
+    )
     for stack in stacks:
         with contextlib.suppress(Exception):
             stack.check_alive()
         stack.stop()
         if failed:
-            print(f"\n--- function log ({stack.function.log_path if stack.function else '-'}):",
-                  file=sys.stderr)
+            print(
+                f"\n--- function log ({stack.function.log_path if stack.function else '-'}):", file=sys.stderr
+            )
             if stack.function is not None:
-                print("\n".join(stack.function.log_path.read_text(errors="replace")
-                                .splitlines()[-60:]), file=sys.stderr)
+                print(
+                    "\n".join(stack.function.log_path.read_text(errors="replace").splitlines()[-60:]),
+                    file=sys.stderr,
+                )
             if stack.adapter is not None:
-                print(f"--- adapter log ({stack.adapter.log_path}):\n{stack.adapter.tail(40)}",
-                      file=sys.stderr)
+                print(
+                    f"--- adapter log ({stack.adapter.log_path}):\n{stack.adapter.tail(40)}", file=sys.stderr
+                )
         else:
             stack.cleanup()

@@ -47,8 +47,9 @@ def _pods(core: client.CoreV1Api, namespace: str) -> dict[str, dict]:
     return {p["metadata"]["uid"]: p for p in body.get("items") or []}
 
 
-def wait_gone(core: client.CoreV1Api, namespace: str, pods: dict[str, str], since: float,
-              timeout: float = 30.0) -> Removal:
+def wait_gone(
+    core: client.CoreV1Api, namespace: str, pods: dict[str, str], since: float, timeout: float = 30.0
+) -> Removal:
     """Poll every ~20 ms until every pod (uid -> name) is gone, or `timeout` after `since`."""
     removal = Removal(since, dict(pods))
     deadline = since + timeout
@@ -77,25 +78,39 @@ def present(core: client.CoreV1Api, namespace: str, uid: str) -> bool:
     return pod is not None and not pod["metadata"].get("deletionTimestamp")
 
 
-def events(core: client.CoreV1Api, namespace: str, *, reason: str | None = None,
-           involved_name: str | None = None) -> list[dict]:
+def events(
+    core: client.CoreV1Api, namespace: str, *, reason: str | None = None, involved_name: str | None = None
+) -> list[dict]:
     selectors = []
     if reason:
         selectors.append(f"reason={reason}")
     if involved_name:
         selectors.append(f"involvedObject.name={involved_name}")
-    body = json.loads(core.list_namespaced_event(namespace, field_selector=",".join(selectors) or None,
-                                                 _preload_content=False).data)
+    body = json.loads(
+        core.list_namespaced_event(
+            namespace, field_selector=",".join(selectors) or None, _preload_content=False
+        ).data
+    )
     return body.get("items") or []
 
 
-def wait_events(core: client.CoreV1Api, namespace: str, *, reason: str, involved_name: str,
-                involved_uid: str | None = None, timeout: float = 10.0) -> list[dict]:
+def wait_events(
+    core: client.CoreV1Api,
+    namespace: str,
+    *,
+    reason: str,
+    involved_name: str,
+    involved_uid: str | None = None,
+    timeout: float = 10.0,
+) -> list[dict]:
     """Events with this reason about this object, once at least one exists (or [] at timeout)."""
     deadline = time.monotonic() + timeout
     while True:
-        found = [e for e in events(core, namespace, reason=reason, involved_name=involved_name)
-                 if involved_uid is None or e["involvedObject"].get("uid") == involved_uid]
+        found = [
+            e
+            for e in events(core, namespace, reason=reason, involved_name=involved_name)
+            if involved_uid is None or e["involvedObject"].get("uid") == involved_uid
+        ]
         if found or time.monotonic() > deadline:
             return found
         time.sleep(0.05)

@@ -17,12 +17,12 @@ import json
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from function import kinds
+from podsweeper import kinds
 from tests.fixtures import builders
 from tests.fixtures.builders import container_status as cs
 from tests.integration.k8s import for_create
@@ -31,7 +31,7 @@ MERGE_PATCH = "application/merge-patch+json"
 
 
 def now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _plural(obj: dict) -> str:
@@ -69,30 +69,54 @@ class Play:
     # -- the user ------------------------------------------------------------------------
     def submit(self, job: dict) -> dict:
         """Create the training job; returns it as stored (with its uid)."""
-        created = json.loads(self.custom.create_namespaced_custom_object(
-            kinds.GROUP, _version(job), self.namespace, _plural(job), for_create(job),
-            _preload_content=False).data)
+        created = json.loads(
+            self.custom.create_namespaced_custom_object(
+                kinds.GROUP,
+                _version(job),
+                self.namespace,
+                _plural(job),
+                for_create(job),
+                _preload_content=False,
+            ).data
+        )
         self._note(f"user: created {job['kind']} {job['metadata']['name']}")
         return created
 
     def delete_job(self, job: dict, propagation: str = "Background") -> None:
         """Delete the job. Nothing garbage-collects here, so its pods stay either way."""
         self.custom.delete_namespaced_custom_object(
-            kinds.GROUP, _version(job), self.namespace, _plural(job), job["metadata"]["name"],
-            body={"propagationPolicy": propagation}, _preload_content=False)
+            kinds.GROUP,
+            _version(job),
+            self.namespace,
+            _plural(job),
+            job["metadata"]["name"],
+            body={"propagationPolicy": propagation},
+            _preload_content=False,
+        )
         self._note(f"user: deleted {job['kind']} {job['metadata']['name']}")
 
     def garbage_collect_orphaned(self, job: dict, pods: Iterable[str]) -> None:
         """Kubernetes' garbage collector after `delete --cascade=orphan`: it removes the
         job's ownerReference from each pod, then the job's `orphan` finalizer (the job goes)."""
         for name in pods:
-            self.core.patch_namespaced_pod(name, self.namespace,
-                                           {"metadata": {"ownerReferences": None}},
-                                           _content_type=MERGE_PATCH, _preload_content=False)
+            self.core.patch_namespaced_pod(
+                name,
+                self.namespace,
+                {"metadata": {"ownerReferences": None}},
+                _content_type=MERGE_PATCH,
+                _preload_content=False,
+            )
             self._note(f"gc: pod {name} orphaned")
         self.custom.patch_namespaced_custom_object(
-            kinds.GROUP, _version(job), self.namespace, _plural(job), job["metadata"]["name"],
-            {"metadata": {"finalizers": None}}, _content_type=MERGE_PATCH, _preload_content=False)
+            kinds.GROUP,
+            _version(job),
+            self.namespace,
+            _plural(job),
+            job["metadata"]["name"],
+            {"metadata": {"finalizers": None}},
+            _content_type=MERGE_PATCH,
+            _preload_content=False,
+        )
         self._note(f"gc: {job['kind']} {job['metadata']['name']} finalizer removed")
 
     # -- the operator --------------------------------------------------------------------
@@ -107,8 +131,9 @@ class Play:
         return pods
 
     def create_pod(self, pod: dict) -> dict:
-        created = json.loads(self.core.create_namespaced_pod(
-            self.namespace, for_create(pod), _preload_content=False).data)
+        created = json.loads(
+            self.core.create_namespaced_pod(self.namespace, for_create(pod), _preload_content=False).data
+        )
         self._note(f"operator: created pod {pod['metadata']['name']}")
         return created
 
@@ -121,8 +146,15 @@ class Play:
         status = builders.set_conditions(job, stamped)["status"]
         sent = time.monotonic()
         self.custom.patch_namespaced_custom_object_status(
-            kinds.GROUP, _version(job), self.namespace, _plural(job), job["metadata"]["name"],
-            {"status": status}, _content_type=MERGE_PATCH, _preload_content=False)
+            kinds.GROUP,
+            _version(job),
+            self.namespace,
+            _plural(job),
+            job["metadata"]["name"],
+            {"status": status},
+            _content_type=MERGE_PATCH,
+            _preload_content=False,
+        )
         self._note(f"operator: {job['metadata']['name']} conditions {', '.join(types)}")
         return sent
 
@@ -143,8 +175,9 @@ class Play:
         if containers:
             status["containerStatuses"] = list(containers)
         try:
-            self.core.patch_namespaced_pod_status(name, self.namespace, {"status": status},
-                                                  _content_type=MERGE_PATCH, _preload_content=False)
+            self.core.patch_namespaced_pod_status(
+                name, self.namespace, {"status": status}, _content_type=MERGE_PATCH, _preload_content=False
+            )
         except ApiException as error:
             if error.status in (404, 409, 422):  # deleted meanwhile (by podsweeper, in the e2e)
                 self._note(f"kubelet: pod {name} is gone, status {phase} not written")
@@ -156,8 +189,13 @@ class Play:
     def finish_deletion(self, name: str) -> None:
         """The kubelet, once a terminating pod's containers are dead: delete with grace 0."""
         try:
-            self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0,
-                                            body={"gracePeriodSeconds": 0}, _preload_content=False)
+            self.core.delete_namespaced_pod(
+                name,
+                self.namespace,
+                grace_period_seconds=0,
+                body={"gracePeriodSeconds": 0},
+                _preload_content=False,
+            )
             self._note(f"kubelet: pod {name} removed")
         except ApiException as error:
             if error.status != 404:
@@ -177,6 +215,7 @@ def crash_looping(restarts: int, last_exit: int = 1) -> dict:
 
 
 # -- the seed's experiments ---------------------------------------------------------------------
+
 
 @dataclass
 class Outcome:
@@ -271,11 +310,12 @@ def experiment_2(play: Play, *, until: float = 165, name: str = "pytest") -> Out
     play.at(34)
     out.terminal_write = play.job_conditions(job, "Created", "Running", "Succeeded")
     for seconds, phase, make, restarts in (
-            (40, "Running", lambda: crash_looping(2), 2),
-            (60, "Running", lambda: running(restarts=2, last_exit=1), 2),
-            (70, "Running", lambda: terminated(1, "Error", restarts=2), 2),
-            (100, "Running", lambda: crash_looping(3), 3),
-            (165, "Running", lambda: crash_looping(4), 4)):
+        (40, "Running", lambda: crash_looping(2), 2),
+        (60, "Running", lambda: running(restarts=2, last_exit=1), 2),
+        (70, "Running", lambda: terminated(1, "Error", restarts=2), 2),
+        (100, "Running", lambda: crash_looping(3), 3),
+        (165, "Running", lambda: crash_looping(4), 4),
+    ):
         if seconds > until or not alive:
             break
         kubelet(seconds, phase, make, restarts, 1)

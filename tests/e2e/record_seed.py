@@ -48,10 +48,17 @@ def _clear(play: Play) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.e2e.record_seed", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scale", type=float, default=1.0,
-                        help="time factor on the seed's timeline (default 1.0: its real pace)")
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.e2e.record_seed",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="time factor on the seed's timeline (default 1.0: its real pace)",
+    )
     parser.add_argument("--out", type=Path, default=OUT, help=f"directory (default {OUT})")
     args = parser.parse_args(argv)
 
@@ -64,8 +71,10 @@ def main(argv: list[str] | None = None) -> int:
         api = cp.api_client("admin")
         install_source_rbac(api)
         kubeconfig = cp.write_kubeconfig(work / "kubeconfig-source", "source")
-        for name, play_it in (("seed-experiment-1", lambda p: experiment_1(p, operator_cleanup=True)),
-                              ("seed-experiment-2", lambda p: experiment_2(p, until=165))):
+        for name, play_it in (
+            ("seed-experiment-1", lambda p: experiment_1(p, operator_cleanup=True)),
+            ("seed-experiment-2", lambda p: experiment_2(p, until=165)),
+        ):
             out = args.out / f"{name}.jsonl"
             recorder = RecordProcess(kubeconfig, NAMESPACE, work / f"{name}.jsonl", "Resource")
             try:

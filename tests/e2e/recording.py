@@ -19,10 +19,25 @@ class RecordProcess:
         self.stderr_path = out.with_suffix(".stderr")
         with self.stderr_path.open("wb") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "function", "record", "--kubeconfig", str(kubeconfig),
-                 "-n", namespace, "--out", str(out), "--mode", mode],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                env={k: v for k, v in os.environ.items() if k != "KUBECONFIG"})
+                [
+                    sys.executable,
+                    "-m",
+                    "function",
+                    "record",
+                    "--kubeconfig",
+                    str(kubeconfig),
+                    "-n",
+                    namespace,
+                    "--out",
+                    str(out),
+                    "--mode",
+                    mode,
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                env={k: v for k, v in os.environ.items() if k != "KUBECONFIG"},
+            )
         deadline = time.monotonic() + 30
         while "watching" not in self.stderr():
             assert self.proc.poll() is None, f"record exited:\n{self.stderr()}"

@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
-from function import kinds
-from function.record import guess_plural, make_event, reference, rfc3339, subject_for
+from podsweeper import kinds
+from podsweeper.record import guess_plural, make_event, reference, rfc3339, subject_for
 from tests.adapter.launcher import _selector_string, source_config
 from tests.fixtures import builders
 
 
-@pytest.mark.parametrize("kind, plural", [
-    ("Pod", "pods"), ("PyTorchJob", "pytorchjobs"), ("XGBoostJob", "xgboostjobs"),
-    ("Endpoints", "endpoints"), ("NetworkPolicy", "networkpolicies"), ("IngressClass", "ingressclasses"),
-])
+@pytest.mark.parametrize(
+    "kind, plural",
+    [
+        ("Pod", "pods"),
+        ("PyTorchJob", "pytorchjobs"),
+        ("XGBoostJob", "xgboostjobs"),
+        ("Endpoints", "endpoints"),
+        ("NetworkPolicy", "networkpolicies"),
+        ("IngressClass", "ingressclasses"),
+    ],
+)
 def test_plural_is_guessed_like_apimachinery(kind, plural):
     assert guess_plural(kind) == plural
 
@@ -27,18 +34,24 @@ def test_every_training_kind_gets_its_real_plural_in_the_subject():
 
 def test_subject_is_the_adapters_self_link():
     assert subject_for("v1", "Pod", "ns", "p") == "/apis/v1/namespaces/ns/pods/p"
-    assert subject_for("kubeflow.org/v1", "TFJob", "ns", "j") == "/apis/kubeflow.org/v1/namespaces/ns/tfjobs/j"
+    assert (
+        subject_for("kubeflow.org/v1", "TFJob", "ns", "j") == "/apis/kubeflow.org/v1/namespaces/ns/tfjobs/j"
+    )
 
 
 def test_time_is_rfc3339_utc_without_trailing_zeros():
-    assert rfc3339(datetime(2026, 1, 2, 3, 4, 5, 120000, tzinfo=timezone.utc)) == "2026-01-02T03:04:05.12Z"
-    assert rfc3339(datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)) == "2026-01-02T03:04:05Z"
+    assert rfc3339(datetime(2026, 1, 2, 3, 4, 5, 120000, tzinfo=UTC)) == "2026-01-02T03:04:05.12Z"
+    assert rfc3339(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)) == "2026-01-02T03:04:05Z"
 
 
 def test_reference_mode_data_is_an_object_reference():
     pod = builders.pod(builders.job(), "Worker", 0)
-    assert list(reference(pod).items()) == [("kind", "Pod"), ("namespace", "default"),
-                                            ("name", "pytest-worker-0"), ("apiVersion", "v1")]
+    assert list(reference(pod).items()) == [
+        ("kind", "Pod"),
+        ("namespace", "default"),
+        ("name", "pytest-worker-0"),
+        ("apiVersion", "v1"),
+    ]
     event = make_event("delete", pod, "https://127.0.0.1:6443", "Reference")
     assert event["type"] == "dev.knative.apiserver.ref.delete" and event["data"] == reference(pod)
 
@@ -48,17 +61,35 @@ def test_resource_mode_event_matches_the_fixture_builders_format():
     recorded = make_event("update", job, builders.SOURCE)
     built = builders.event("update", job, builders.at(0))
     assert list(recorded) == list(built)
-    for key in ("type", "subject", "source", "datacontenttype", "kind", "apiversion", "name", "namespace", "data"):
+    for key in (
+        "type",
+        "subject",
+        "source",
+        "datacontenttype",
+        "kind",
+        "apiversion",
+        "name",
+        "namespace",
+        "data",
+    ):
         assert recorded[key] == built[key], key
 
 
 def test_label_selectors_become_what_the_controller_hands_the_adapter():
     assert _selector_string(None) == ""
     assert _selector_string({"matchExpressions": [{"key": "a", "operator": "Exists"}]}) == "a"
-    assert _selector_string({"matchLabels": {"b": "1"},
-                             "matchExpressions": [{"key": "a", "operator": "In", "values": ["y", "x"]},
-                                                  {"key": "c", "operator": "DoesNotExist"}]}) \
+    assert (
+        _selector_string(
+            {
+                "matchLabels": {"b": "1"},
+                "matchExpressions": [
+                    {"key": "a", "operator": "In", "values": ["y", "x"]},
+                    {"key": "c", "operator": "DoesNotExist"},
+                ],
+            }
+        )
         == "a in (x,y),b=1,!c"
+    )
 
 
 def test_source_config_follows_the_shipped_apiserversource():

@@ -39,13 +39,15 @@ class CapturingSink:
         sink = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's naming
+            def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 event = {k[3:].lower(): v for k, v in self.headers.items() if k.lower().startswith("ce-")}
                 event["datacontenttype"] = self.headers.get("Content-Type")
                 event["data"] = json.loads(body)
                 sink.events.append(event)
-                sink.transport.append({k: v for k, v in self.headers.items() if not k.lower().startswith("ce-")})
+                sink.transport.append(
+                    {k: v for k, v in self.headers.items() if not k.lower().startswith("ce-")}
+                )
                 self.send_response(202)
                 self.end_headers()
 
@@ -116,29 +118,43 @@ def _compare(sent: list[dict], recorded: list[dict], mode: str) -> None:
 def test_record_writes_what_the_adapter_sends(receive_adapter, control_plane, admin_api, namespace, tmp_path):
     install_source_rbac(admin_api)
     source_kubeconfig = control_plane.write_kubeconfig(tmp_path / "kubeconfig-source", "source")
-    with CapturingSink() as resource_sink, CapturingSink() as reference_sink, \
-            ReceiveAdapter(source_kubeconfig, source_config([namespace], "Resource"), resource_sink.url,
-                           workdir=tmp_path), \
-            ReceiveAdapter(source_kubeconfig, source_config([namespace], "Reference"), reference_sink.url,
-                           workdir=tmp_path):
+    with (
+        CapturingSink() as resource_sink,
+        CapturingSink() as reference_sink,
+        ReceiveAdapter(
+            source_kubeconfig, source_config([namespace], "Resource"), resource_sink.url, workdir=tmp_path
+        ),
+        ReceiveAdapter(
+            source_kubeconfig, source_config([namespace], "Reference"), reference_sink.url, workdir=tmp_path
+        ),
+    ):
         # The read-only adapter identity is all `record` needs.
-        recorders = {mode: RecordProcess(source_kubeconfig, namespace, tmp_path / f"{mode}.jsonl", mode)
-                     for mode in ("Resource", "Reference")}
+        recorders = {
+            mode: RecordProcess(source_kubeconfig, namespace, tmp_path / f"{mode}.jsonl", mode)
+            for mode in ("Resource", "Reference")
+        }
         try:
             play = Play(admin_api, namespace, scale=0.03)
             experiment_1(play, operator_cleanup=True)
-            _settle([lambda: len(resource_sink.events), lambda: len(reference_sink.events),
-                     lambda: len(recorders["Resource"].events()),
-                     lambda: len(recorders["Reference"].events())])
+            _settle(
+                [
+                    lambda: len(resource_sink.events),
+                    lambda: len(reference_sink.events),
+                    lambda: len(recorders["Resource"].events()),
+                    lambda: len(recorders["Reference"].events()),
+                ]
+            )
         finally:
             codes = {mode: r.stop() for mode, r in recorders.items()}
     assert codes == {"Resource": 0, "Reference": 0}, {m: r.stderr() for m, r in recorders.items()}
     assert all(t.get("Kn-Namespace") == "podsweeper" for t in resource_sink.transport)
     _compare(resource_sink.events, recorders["Resource"].events(), "Resource")
     _compare(reference_sink.events, recorders["Reference"].events(), "Reference")
-    print(f"\nrecord vs adapter: {len(resource_sink.events)} Resource-mode and "
-          f"{len(reference_sink.events)} Reference-mode events identical but for id and time",
-          file=sys.stderr)
+    print(
+        f"\nrecord vs adapter: {len(resource_sink.events)} Resource-mode and "
+        f"{len(reference_sink.events)} Reference-mode events identical but for id and time",
+        file=sys.stderr,
+    )
     kinds_seen = {e["kind"] for e in resource_sink.events}
     verbs_seen = {e["type"].rsplit(".", 1)[1] for e in resource_sink.events}
     assert kinds_seen == {"Pod", "PyTorchJob"} and verbs_seen == {"add", "update", "delete"}

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from function.config import Settings
-from function.replay import replay
+from podsweeper.config import Settings
+from podsweeper.replay import replay
 
 RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "recorded"
 SEED_1 = RECORDED / "seed-experiment-1.jsonl"
@@ -34,15 +34,28 @@ def test_recorded_files_look_like_what_the_adapter_sends(path):
     events = _events(path)
     assert events
     for event in events:
-        assert set(event) == {"specversion", "id", "source", "type", "subject", "time", "datacontenttype",
-                              "kind", "apiversion", "name", "namespace", "data"}
+        assert set(event) == {
+            "specversion",
+            "id",
+            "source",
+            "type",
+            "subject",
+            "time",
+            "datacontenttype",
+            "kind",
+            "apiversion",
+            "name",
+            "namespace",
+            "data",
+        }
         assert event["type"].startswith("dev.knative.apiserver.resource.")
         assert event["data"]["metadata"]["uid"] and event["data"]["metadata"]["resourceVersion"]
         assert event["data"]["metadata"].get("managedFields"), "the API's own metadata is kept"
     assert {e["subject"] for e in events} >= {
         "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/pytest",
         *(f"/apis/v1/namespaces/default/pods/pytest-worker-{i}" for i in range(3)),
-        "/apis/v1/namespaces/default/pods/pytest-master-0"}
+        "/apis/v1/namespaces/default/pods/pytest-master-0",
+    }
 
 
 def test_recorded_seed_experiment_2_deletes_the_three_workers_and_keeps_the_master():
@@ -52,12 +65,14 @@ def test_recorded_seed_experiment_2_deletes_the_three_workers_and_keeps_the_mast
     rules = {a.decision.rule.value for s in run.steps for a in s.outcome.applied if a.result == "deleted"}
     assert rules == {"finished-job-active-pod"}
     # They go on the job's Succeeded event, not later when they crash-loop again.
-    succeeded = next(i for i, s in enumerate(run.steps)
-                     if any(a.result == "deleted" for a in s.outcome.applied))
+    succeeded = next(
+        i for i, s in enumerate(run.steps) if any(a.result == "deleted" for a in s.outcome.applied)
+    )
     event = _events(SEED_2)[succeeded]
     assert event["kind"] == "PyTorchJob"
-    assert any(c["type"] == "Succeeded" and c["status"] == "True"
-               for c in event["data"]["status"]["conditions"])
+    assert any(
+        c["type"] == "Succeeded" and c["status"] == "True" for c in event["data"]["status"]["conditions"]
+    )
 
 
 def test_recorded_seed_experiment_1_leaves_nothing_to_delete():

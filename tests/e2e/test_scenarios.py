@@ -13,11 +13,11 @@ import json
 import re
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
-from function.record import make_event, rfc3339
+from podsweeper.record import make_event, rfc3339
 from tests.e2e import observe
 from tests.e2e.conftest import ORPHAN_GRACE_SECONDS
 from tests.e2e.players import Play, experiment_1, experiment_2, running, terminated
@@ -40,31 +40,40 @@ def workers_of(pods: dict[str, dict]) -> list[str]:
 
 def ping_event() -> dict:
     """What Knative's PingSource (knative/source/pingsource.yaml) sends: data "{}"."""
-    return {"specversion": "1.0", "id": str(uuid.uuid4()),
-            "source": "/apis/v1/namespaces/podsweeper/pingsources/podsweeper-sweep",
-            "type": "dev.knative.sources.ping", "time": rfc3339(datetime.now(timezone.utc)),
-            "datacontenttype": "application/json", "data": {}}
+    return {
+        "specversion": "1.0",
+        "id": str(uuid.uuid4()),
+        "source": "/apis/v1/namespaces/podsweeper/pingsources/podsweeper-sweep",
+        "type": "dev.knative.sources.ping",
+        "time": rfc3339(datetime.now(UTC)),
+        "datacontenttype": "application/json",
+        "data": {},
+    }
 
 
 PART = re.compile(r"([a-z0-9.-]+) \[([a-z-]+)\](?: \(([^)]*)\))?")
 
 
-def assert_cleaned_up_event(core, namespace: str, job: dict, expected: dict[str, str], *,
-                            uid: str | None | bool = True) -> dict:
+def assert_cleaned_up_event(
+    core, namespace: str, job: dict, expected: dict[str, str], *, uid: str | None | bool = True
+) -> dict:
     """One PodsCleanedUp Event on the job naming exactly these pods; each pod's evidence
     (its containers' exit code, reason, restarts) must match the regex given for it.
     The Event's involvedObject.uid must be the job's (`uid` True), a given one, or any (None)."""
-    found = observe.wait_events(core, namespace, reason="PodsCleanedUp",
-                                involved_name=job["metadata"]["name"],
-                                involved_uid=job["metadata"]["uid"] if uid is True else uid)
+    found = observe.wait_events(
+        core,
+        namespace,
+        reason="PodsCleanedUp",
+        involved_name=job["metadata"]["name"],
+        involved_uid=job["metadata"]["uid"] if uid is True else uid,
+    )
     assert len(found) == 1, f"expected one PodsCleanedUp Event, got {[e['message'] for e in found]}"
     event = found[0]
     assert event["type"] == "Normal"
     assert event["involvedObject"]["kind"] == job["kind"]
     message = event["message"]
     assert f"deleted {len(expected)} pod(s): " in message, message
-    parts = {m.group(1): (m.group(2), m.group(3) or "")
-             for m in PART.finditer(message.split(": ", 1)[1])}
+    parts = {m.group(1): (m.group(2), m.group(3) or "") for m in PART.finditer(message.split(": ", 1)[1])}
     assert set(parts) == set(expected), message
     for name, evidence in expected.items():
         assert re.search(evidence, parts[name][1]), (name, evidence, message)
@@ -82,22 +91,26 @@ def _seed_experiment_2(make_stack, admin_api, core, namespace, timings, mode: st
     play = Play(admin_api, namespace, scale=SCALE)
     out = experiment_2(play, until=34)
     workers = workers_of(out.pods)
-    removal = observe.wait_gone(core, namespace, uids(out.pods, *workers), out.terminal_write,
-                                timeout=EVENTUALLY)
+    removal = observe.wait_gone(
+        core, namespace, uids(out.pods, *workers), out.terminal_write, timeout=EVENTUALLY
+    )
     timings(label, removal, f"{mode} mode")
     assert removal.all_gone, f"workers left: {removal.remaining()}\n" + "\n".join(play.log)
     _kept(core, namespace, uids(out.pods, "pytest-master-0"))
-    assert_cleaned_up_event(core, namespace, out.job, {
-        w: rf"exit code {out.exit_codes[w]}\b.*\b{out.restarts[w]} restarts" for w in workers})
-    deletes = [d for d in stack.function.decisions() if d.get("action") == "delete"]
+    assert_cleaned_up_event(
+        core,
+        namespace,
+        out.job,
+        {w: rf"exit code {out.exit_codes[w]}\b.*\b{out.restarts[w]} restarts" for w in workers},
+    )
+    deletes = [d for d in stack.podsweeper.decisions() if d.get("action") == "delete"]
     assert sorted(d["name"] for d in deletes) == workers
     assert {d["rule"] for d in deletes} == {"finished-job-active-pod"}
 
 
 def test_1_seed_experiment_2_workers_deleted_master_kept(make_stack, admin_api, core, namespace, timings):
     """PyTorchJob pytest, no backoffLimit, workers crash-looping, job Succeeded (by its master)."""
-    _seed_experiment_2(make_stack, admin_api, core, namespace, timings, "Resource",
-                       "1 seed experiment 2")
+    _seed_experiment_2(make_stack, admin_api, core, namespace, timings, "Resource", "1 seed experiment 2")
 
 
 def test_2_seed_experiment_1_without_operator_cleanup(make_stack, admin_api, core, namespace, timings):
@@ -105,12 +118,17 @@ def test_2_seed_experiment_1_without_operator_cleanup(make_stack, admin_api, cor
     make_stack()
     play = Play(admin_api, namespace, scale=SCALE)
     out = experiment_1(play, operator_cleanup=False)
-    removal = observe.wait_gone(core, namespace, uids(out.pods, *out.pods), out.terminal_write,
-                                timeout=EVENTUALLY)
+    removal = observe.wait_gone(
+        core, namespace, uids(out.pods, *out.pods), out.terminal_write, timeout=EVENTUALLY
+    )
     timings("2 seed experiment 1, no operator cleanup", removal)
     assert removal.all_gone, f"pods left: {removal.remaining()}"
-    assert_cleaned_up_event(core, namespace, out.job, {
-        "pytest-master-0": r"exit code 0\b", **{w: "" for w in workers_of(out.pods)}})
+    assert_cleaned_up_event(
+        core,
+        namespace,
+        out.job,
+        {"pytest-master-0": r"exit code 0\b", **{w: "" for w in workers_of(out.pods)}},
+    )
 
 
 @pytest.mark.parametrize("propagation", ["Background", "Orphan"])
@@ -126,8 +144,11 @@ def test_3_orphans_deleted_after_grace(make_stack, admin_api, core, namespace, t
     """
     stack = make_stack()
     play = Play(admin_api, namespace)
-    job = play.submit(builders.job("PyTorchJob", "orphaned", namespace, backoff_limit=0,
-                                   replicas={"Master": 1, "Worker": 2}))
+    job = play.submit(
+        builders.job(
+            "PyTorchJob", "orphaned", namespace, backoff_limit=0, replicas={"Master": 1, "Worker": 2}
+        )
+    )
     play.job_conditions(job, "Created", "Running")
     old = {}
     for rtype, index in (("Master", 0), ("Worker", 0)):
@@ -144,9 +165,16 @@ def test_3_orphans_deleted_after_grace(make_stack, admin_api, core, namespace, t
     removal = observe.wait_gone(core, namespace, old, deleted_at, timeout=EVENTUALLY)
     timings(f"3 orphans, {propagation} (from the job's delete)", removal)
     assert removal.all_gone, f"orphans left: {removal.remaining()}"
-    assert observe.present(core, namespace, young["metadata"]["uid"]), "a pod younger than the grace must wait"
-    assert_cleaned_up_event(core, namespace, job, {name: "" for name in old.values()},
-                            uid=job["metadata"]["uid"] if propagation == "Background" else None)
+    assert observe.present(core, namespace, young["metadata"]["uid"]), (
+        "a pod younger than the grace must wait"
+    )
+    assert_cleaned_up_event(
+        core,
+        namespace,
+        job,
+        {name: "" for name in old.values()},
+        uid=job["metadata"]["uid"] if propagation == "Background" else None,
+    )
 
     time.sleep(ORPHAN_GRACE_SECONDS + 1.0)
     swept_at = time.monotonic()
@@ -154,7 +182,7 @@ def test_3_orphans_deleted_after_grace(make_stack, admin_api, core, namespace, t
     removal = observe.wait_gone(core, namespace, young_uid, swept_at, timeout=EVENTUALLY)
     timings(f"3 orphans, {propagation}: the young one (from the sweep's POST)", removal)
     assert removal.all_gone
-    rules = {d["name"]: d["rule"] for d in stack.function.decisions() if d.get("action") == "delete"}
+    rules = {d["name"]: d["rule"] for d in stack.podsweeper.decisions() if d.get("action") == "delete"}
     assert rules == {name: "orphan" for name in [*old.values(), young["metadata"]["name"]]}
 
 
@@ -173,8 +201,9 @@ def test_4_pod_recreated_under_the_same_name_is_kept(make_stack, admin_api, core
     worker = "resubmitted-worker-0"
     stale_pod = json.loads(core.read_namespaced_pod(worker, namespace, _preload_content=False).data)
     sent = play.job_conditions(first, "Created", "Running", "Succeeded")
-    stale_job = play.custom.get_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs",
-                                                         "resubmitted")
+    stale_job = play.custom.get_namespaced_custom_object(
+        "kubeflow.org", "v1", namespace, "pytorchjobs", "resubmitted"
+    )
     removal = observe.wait_gone(core, namespace, uids(pods, *pods), sent, timeout=EVENTUALLY)
     timings("4 first job's pods (live events)", removal)
     assert removal.all_gone
@@ -198,15 +227,17 @@ def test_4_pod_recreated_under_the_same_name_is_kept(make_stack, admin_api, core
     _kept(core, namespace, uids(new_pods, *new_pods))
     assert not observe.events(core, namespace, reason="PodsCleanedUp", involved_name="resubmitted") or all(
         e["involvedObject"]["uid"] == first["metadata"]["uid"]
-        for e in observe.events(core, namespace, reason="PodsCleanedUp", involved_name="resubmitted"))
-    deleted_uids = {d["uid"] for d in stack.function.decisions() if d.get("action") == "delete"}
+        for e in observe.events(core, namespace, reason="PodsCleanedUp", involved_name="resubmitted")
+    )
+    deleted_uids = {d["uid"] for d in stack.podsweeper.decisions() if d.get("action") == "delete"}
     assert not deleted_uids & {p["metadata"]["uid"] for p in new_pods.values()}
 
 
 def test_5_reference_mode(make_stack, admin_api, core, namespace, timings):
     """Seed experiment 2 with the adapter in Reference mode: the function GETs what it is told."""
-    _seed_experiment_2(make_stack, admin_api, core, namespace, timings, "Reference",
-                       "5 seed experiment 2, Reference mode")
+    _seed_experiment_2(
+        make_stack, admin_api, core, namespace, timings, "Reference", "5 seed experiment 2, Reference mode"
+    )
 
 
 def test_6_backstop_sweep_with_the_adapter_down(make_stack, admin_api, core, namespace, timings):
@@ -227,14 +258,20 @@ def test_6_backstop_sweep_with_the_adapter_down(make_stack, admin_api, core, nam
     play.pod_status(master, "Succeeded", terminated(0, "Completed"))
     finished = play.job_conditions(job, "Created", "Running", "Succeeded")
     time.sleep(SETTLE)
-    assert all(observe.present(core, namespace, p["metadata"]["uid"]) for p in pods.values()), \
+    assert all(observe.present(core, namespace, p["metadata"]["uid"]) for p in pods.values()), (
         "nothing may happen while the adapter is down"
+    )
     swept_at = time.monotonic()
     response = stack.function.post(ping_event())
     assert response.status_code == 200, response.text
     removal = observe.wait_gone(core, namespace, uids(pods, *workers_of(pods)), swept_at, timeout=EVENTUALLY)
-    timings("6 backstop sweep (from the ping's POST)", removal,
-            f"terminal write was {(swept_at - finished):.1f}s before the ping")
+    timings(
+        "6 backstop sweep (from the ping's POST)",
+        removal,
+        f"terminal write was {(swept_at - finished):.1f}s before the ping",
+    )
     assert removal.all_gone
     _kept(core, namespace, uids(pods, master))
-    assert_cleaned_up_event(core, namespace, job, {w: r"exit code 1\b.*\b3 restarts" for w in workers_of(pods)})
+    assert_cleaned_up_event(
+        core, namespace, job, {w: r"exit code 1\b.*\b3 restarts" for w in workers_of(pods)}
+    )

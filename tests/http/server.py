@@ -34,17 +34,34 @@ def free_port() -> int:
 
 def server_command(port: int) -> list[str]:
     binary = Path(sys.executable).parent / "functions-framework"
-    return [str(binary), "--source", str(ROOT / "function" / "main.py"), "--target", "handle",
-            "--signature-type", "cloudevent", "--host", "127.0.0.1", "--port", str(port)]
+    return [
+        str(binary),
+        "--source",
+        str(ROOT / "function" / "main.py"),
+        "--target",
+        "handle",
+        "--signature-type",
+        "cloudevent",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
 
 
 @contextmanager
 def serve(env: dict[str, str], timeout: float = 30.0):
     """Yield the base URL of a running function server; stop it afterwards."""
     port = free_port()
-    proc = subprocess.Popen(server_command(port), cwd=ROOT, env={**os.environ, **env},
-                            preexec_fn=_die_with_parent(os.getpid()),  # no orphan if the test run is killed
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        server_command(port),
+        cwd=ROOT,
+        env={**os.environ, **env},
+        preexec_fn=_die_with_parent(os.getpid()),  # no orphan if the test run is killed
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout

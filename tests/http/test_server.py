@@ -17,8 +17,11 @@ BODY_LIMIT = 65536
 def url(tmp_path_factory):
     kubeconfig = tmp_path_factory.mktemp("kube") / "config"
     kubeconfig.write_text(UNREACHABLE_KUBECONFIG % free_port())
-    env = {"KUBECONFIG": str(kubeconfig), "PODSWEEPER_MAX_BODY_BYTES": str(BODY_LIMIT),
-           "PODSWEEPER_EVENT_TIMEOUT_SECONDS": "3"}
+    env = {
+        "KUBECONFIG": str(kubeconfig),
+        "PODSWEEPER_MAX_BODY_BYTES": str(BODY_LIMIT),
+        "PODSWEEPER_EVENT_TIMEOUT_SECONDS": "3",
+    }
     with serve(env) as base:
         yield base
 
@@ -40,18 +43,25 @@ def nested(depth):
     return "[" * depth + "]" * depth
 
 
-@pytest.mark.parametrize("name, body, headers", [
-    ("malformed JSON body", "{not json", None),
-    ("empty body", "", None),
-    ("non-object JSON", "[1, 2, 3]", None),
-    ("JSON string", '"a pod"', None),
-    ("deeply nested JSON", nested(20000), None),
-    ("oversized body", "x" * (BODY_LIMIT + 10), None),
-    ("missing CloudEvent headers", None, {"Content-Type": "application/json"}),
-    ("unknown type", None, {**binary_headers(finished_job_event()), "ce-type": "com.example.unknown"}),
-    ("wrong specversion", None, {**binary_headers(finished_job_event()), "ce-specversion": "9.9"}),
-    ("pod with wrong field types", json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": 5}}), None),
-])
+@pytest.mark.parametrize(
+    "name, body, headers",
+    [
+        ("malformed JSON body", "{not json", None),
+        ("empty body", "", None),
+        ("non-object JSON", "[1, 2, 3]", None),
+        ("JSON string", '"a pod"', None),
+        ("deeply nested JSON", nested(20000), None),
+        ("oversized body", "x" * (BODY_LIMIT + 10), None),
+        ("missing CloudEvent headers", None, {"Content-Type": "application/json"}),
+        ("unknown type", None, {**binary_headers(finished_job_event()), "ce-type": "com.example.unknown"}),
+        ("wrong specversion", None, {**binary_headers(finished_job_event()), "ce-specversion": "9.9"}),
+        (
+            "pod with wrong field types",
+            json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": 5}}),
+            None,
+        ),
+    ],
+)
 def test_bad_input_gets_400_and_the_server_keeps_serving(url, name, body, headers):
     raw = irrelevant_pod_event()
     response = post(url, raw, body=body, headers=headers)
@@ -79,8 +89,9 @@ def test_sweep_with_unreachable_api_is_503(url):
 
 def test_structured_mode_is_accepted(url):
     raw = irrelevant_pod_event()
-    response = requests.post(url, data=json.dumps(raw), timeout=10,
-                             headers={"Content-Type": "application/cloudevents+json"})
+    response = requests.post(
+        url, data=json.dumps(raw), timeout=10, headers={"Content-Type": "application/cloudevents+json"}
+    )
     assert response.status_code == 200
 
 

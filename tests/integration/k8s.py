@@ -15,8 +15,16 @@ from kubernetes import client
 from tests.fixtures import builders
 
 # Written by the API server, never by a client.
-SERVER_FIELDS = ("uid", "resourceVersion", "managedFields", "creationTimestamp", "generation",
-                 "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink")
+SERVER_FIELDS = (
+    "uid",
+    "resourceVersion",
+    "managedFields",
+    "creationTimestamp",
+    "generation",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "selfLink",
+)
 
 
 def for_create(obj: dict) -> dict:
@@ -39,14 +47,20 @@ class Operator:
     def create_job(self, kind: str = "PyTorchJob", name: str = "pytest", **kw) -> dict:
         obj = builders.job(kind, name, self.namespace, **kw)
         created = self.custom.create_namespaced_custom_object(
-            "kubeflow.org", "v1", self.namespace, builders.PLURALS[kind], for_create(obj))
+            "kubeflow.org", "v1", self.namespace, builders.PLURALS[kind], for_create(obj)
+        )
         return created
 
     def set_job_conditions(self, job: dict, conditions) -> dict:
         body = builders.set_conditions(job, conditions)
         return self.custom.patch_namespaced_custom_object_status(
-            "kubeflow.org", "v1", self.namespace, builders.PLURALS[job["kind"]], job["metadata"]["name"],
-            {"status": body["status"]})
+            "kubeflow.org",
+            "v1",
+            self.namespace,
+            builders.PLURALS[job["kind"]],
+            job["metadata"]["name"],
+            {"status": body["status"]},
+        )
 
     def create_pod(self, job: dict, replica_type: str, index: int, **kw) -> dict:
         """A pod the way the operator makes it (no nodeName: without a kubelet, deletes are immediate)."""
@@ -58,8 +72,9 @@ class Operator:
         status = {"phase": phase}
         if containers is not None:
             status["containerStatuses"] = containers
-        response = self.core.patch_namespaced_pod_status(pod["metadata"]["name"], self.namespace,
-                                                         {"status": status}, _preload_content=False)
+        response = self.core.patch_namespaced_pod_status(
+            pod["metadata"]["name"], self.namespace, {"status": status}, _preload_content=False
+        )
         return json.loads(response.data)
 
     def pod_names(self) -> list[str]:

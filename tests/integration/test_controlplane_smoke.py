@@ -18,23 +18,34 @@ from tests.controlplane.versions import KUBERNETES_VERSION
 pytestmark = pytest.mark.integration
 
 TRAINING_KINDS = {
-    "pytorchjobs": "PyTorchJob", "tfjobs": "TFJob", "mpijobs": "MPIJob",
-    "xgboostjobs": "XGBoostJob", "paddlejobs": "PaddleJob", "jaxjobs": "JAXJob",
+    "pytorchjobs": "PyTorchJob",
+    "tfjobs": "TFJob",
+    "mpijobs": "MPIJob",
+    "xgboostjobs": "XGBoostJob",
+    "paddlejobs": "PaddleJob",
+    "jaxjobs": "JAXJob",
 }
 
 
 def pod(name: str) -> dict:
-    return {"metadata": {"name": name},
-            "spec": {"containers": [{"name": "main", "image": "busybox"}]}}
+    return {"metadata": {"name": name}, "spec": {"containers": [{"name": "main", "image": "busybox"}]}}
 
 
 def pytorchjob(name: str, **extra_spec) -> dict:
     return {
-        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name},
-        "spec": {"pytorchReplicaSpecs": {"Master": {
-            "replicas": 1, "restartPolicy": "OnFailure",
-            "template": {"spec": {"containers": [{"name": "pytorch", "image": "busybox"}]}},
-        }}, **extra_spec},
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name},
+        "spec": {
+            "pytorchReplicaSpecs": {
+                "Master": {
+                    "replicas": 1,
+                    "restartPolicy": "OnFailure",
+                    "template": {"spec": {"containers": [{"name": "pytorch", "image": "busybox"}]}},
+                }
+            },
+            **extra_spec,
+        },
     }
 
 
@@ -48,18 +59,19 @@ def test_api_server_answers(control_plane, admin_api):
     info = client.VersionApi(admin_api).get_code()
     assert (info.major, info.minor) == tuple(KUBERNETES_VERSION.removeprefix("v").split(".")[:2])
     assert {ns.metadata.name for ns in client.CoreV1Api(admin_api).list_namespace().items} >= {
-        "default", "kube-system", "podsweeper"}
+        "default",
+        "kube-system",
+        "podsweeper",
+    }
 
 
 def test_training_crds_are_established(admin_api):
-    listing = client.ApiextensionsV1Api(admin_api).list_custom_resource_definition(
-        _preload_content=False)
+    listing = client.ApiextensionsV1Api(admin_api).list_custom_resource_definition(_preload_content=False)
     established = {
         item["spec"]["names"]["plural"]
         for item in json.loads(listing.data)["items"]
         if item["spec"]["group"] == "kubeflow.org"
-        and any(c["type"] == "Established" and c["status"] == "True"
-                for c in item["status"]["conditions"])
+        and any(c["type"] == "Established" and c["status"] == "True" for c in item["status"]["conditions"])
     }
     assert established == set(TRAINING_KINDS)
 
@@ -67,7 +79,8 @@ def test_training_crds_are_established(admin_api):
 def test_pytorchjob_round_trip_uses_the_real_schema(admin_api, namespace):
     custom = client.CustomObjectsApi(admin_api)
     custom.create_namespaced_custom_object(
-        "kubeflow.org", "v1", namespace, "pytorchjobs", pytorchjob("smoke", notAField=True))
+        "kubeflow.org", "v1", namespace, "pytorchjobs", pytorchjob("smoke", notAField=True)
+    )
     job = custom.get_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", "smoke")
     assert job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] == 1
     assert "notAField" not in job["spec"]  # pruned: a structural schema, not a schemaless stub
@@ -76,25 +89,36 @@ def test_pytorchjob_round_trip_uses_the_real_schema(admin_api, namespace):
 def test_function_can_do_its_job(admin_api, function_api, namespace):
     client.CoreV1Api(admin_api).create_namespaced_pod(namespace, pod("worker-0"))
     client.CustomObjectsApi(admin_api).create_namespaced_custom_object(
-        "kubeflow.org", "v1", namespace, "pytorchjobs", pytorchjob("job"))
+        "kubeflow.org", "v1", namespace, "pytorchjobs", pytorchjob("job")
+    )
 
     core = client.CoreV1Api(function_api)
     assert core.read_namespaced_pod("worker-0", namespace).metadata.name == "worker-0"
     assert [p.metadata.name for p in core.list_namespaced_pod(namespace).items] == ["worker-0"]
     assert any(p.metadata.namespace == namespace for p in core.list_pod_for_all_namespaces().items)
 
-    event = core.create_namespaced_event(namespace, {
-        "metadata": {"name": "worker-0.cleanup"},
-        "involvedObject": {"kind": "Pod", "name": "worker-0", "namespace": namespace},
-        "reason": "OrphanPodDeleted", "message": "smoke test", "type": "Normal", "count": 1,
-    })
+    event = core.create_namespaced_event(
+        namespace,
+        {
+            "metadata": {"name": "worker-0.cleanup"},
+            "involvedObject": {"kind": "Pod", "name": "worker-0", "namespace": namespace},
+            "reason": "OrphanPodDeleted",
+            "message": "smoke test",
+            "type": "Normal",
+            "count": 1,
+        },
+    )
     assert core.read_namespaced_event(event.metadata.name, namespace).count == 1
     core.patch_namespaced_event(event.metadata.name, namespace, {"count": 2})
     assert core.read_namespaced_event(event.metadata.name, namespace).count == 2
 
     custom = client.CustomObjectsApi(function_api)
-    assert custom.get_namespaced_custom_object(
-        "kubeflow.org", "v1", namespace, "pytorchjobs", "job")["metadata"]["name"] == "job"
+    assert (
+        custom.get_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", "job")[
+            "metadata"
+        ]["name"]
+        == "job"
+    )
     for plural in TRAINING_KINDS:
         custom.list_namespaced_custom_object("kubeflow.org", "v1", namespace, plural)
         custom.list_cluster_custom_object("kubeflow.org", "v1", plural)
@@ -105,24 +129,41 @@ def test_function_can_do_its_job(admin_api, function_api, namespace):
 
 def test_function_cannot_do_anything_else(admin_api, function_api, namespace):
     client.CustomObjectsApi(admin_api).create_namespaced_custom_object(
-        "kubeflow.org", "v1", namespace, "pytorchjobs", pytorchjob("job"))
-    client.AppsV1Api(admin_api).create_namespaced_deployment(namespace, {
-        "metadata": {"name": "web"},
-        "spec": {"selector": {"matchLabels": {"app": "web"}},
-                 "template": {"metadata": {"labels": {"app": "web"}},
-                              "spec": {"containers": [{"name": "web", "image": "nginx"}]}}},
-    })
+        "kubeflow.org", "v1", namespace, "pytorchjobs", pytorchjob("job")
+    )
+    client.AppsV1Api(admin_api).create_namespaced_deployment(
+        namespace,
+        {
+            "metadata": {"name": "web"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "web", "image": "nginx"}]},
+                },
+            },
+        },
+    )
     client.CoreV1Api(admin_api).create_namespaced_secret(
-        namespace, {"metadata": {"name": "token"}, "stringData": {"k": "v"}})
+        namespace, {"metadata": {"name": "token"}, "stringData": {"k": "v"}}
+    )
 
     core, custom = client.CoreV1Api(function_api), client.CustomObjectsApi(function_api)
     assert_forbidden(client.AppsV1Api(function_api).delete_namespaced_deployment, "web", namespace)
     assert_forbidden(core.read_namespaced_secret, "token", namespace)
     assert_forbidden(core.create_namespaced_pod, namespace, pod("intruder"))
-    assert_forbidden(custom.patch_namespaced_custom_object, "kubeflow.org", "v1", namespace,
-                     "pytorchjobs", "job", {"metadata": {"labels": {"touched": "yes"}}})
-    assert_forbidden(custom.delete_namespaced_custom_object, "kubeflow.org", "v1", namespace,
-                     "pytorchjobs", "job")
+    assert_forbidden(
+        custom.patch_namespaced_custom_object,
+        "kubeflow.org",
+        "v1",
+        namespace,
+        "pytorchjobs",
+        "job",
+        {"metadata": {"labels": {"touched": "yes"}}},
+    )
+    assert_forbidden(
+        custom.delete_namespaced_custom_object, "kubeflow.org", "v1", namespace, "pytorchjobs", "job"
+    )
 
 
 # (verb, group, resource, subresource, allowed): the whole ClusterRole, plus its edges.
@@ -155,11 +196,23 @@ ACCESS = [
 ]
 
 
-@pytest.mark.parametrize("verb,group,resource,subresource,allowed", ACCESS,
-                         ids=[f"{'can' if a[4] else 'cannot'}-{a[0]}-{a[2]}{'/' + a[3] if a[3] else ''}"
-                              for a in ACCESS])
+@pytest.mark.parametrize(
+    "verb,group,resource,subresource,allowed",
+    ACCESS,
+    ids=[f"{'can' if a[4] else 'cannot'}-{a[0]}-{a[2]}{'/' + a[3] if a[3] else ''}" for a in ACCESS],
+)
 def test_function_access_review(function_api, verb, group, resource, subresource, allowed):
-    review = client.AuthorizationV1Api(function_api).create_self_subject_access_review({
-        "spec": {"resourceAttributes": {"namespace": "anywhere", "verb": verb, "group": group,
-                                        "resource": resource, "subresource": subresource}}})
+    review = client.AuthorizationV1Api(function_api).create_self_subject_access_review(
+        {
+            "spec": {
+                "resourceAttributes": {
+                    "namespace": "anywhere",
+                    "verb": verb,
+                    "group": group,
+                    "resource": resource,
+                    "subresource": subresource,
+                }
+            }
+        }
+    )
     assert review.status.allowed is allowed, review.status.reason

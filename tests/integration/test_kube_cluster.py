@@ -6,19 +6,20 @@ to knative/function-rbac.yaml: a call the ClusterRole does not allow fails here.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
-from function import kinds
-from function.cluster.base import DeleteResult, EventRecord
-from function.cluster import kube
-from function.cluster.kube import KubeCluster, load_api_client
-from function.config import Settings
-from function.model import JobRef
-from function.objects import parse_pod
-from function.service import Service
-from tests.fixtures.builders import at, container_status as cs, event, ping
+from podsweeper import kinds
+from podsweeper.cluster import kube
+from podsweeper.cluster.kube import KubeCluster, load_api_client
+from podsweeper.config import Settings
+from podsweeper.decisions import Result
+from podsweeper.model import EventRecord, JobRef
+from podsweeper.objects import parse_pod
+from podsweeper.service import Service
+from tests.fixtures.builders import at, event, ping, split
+from tests.fixtures.builders import container_status as cs
 from tests.integration.k8s import Operator
 
 pytestmark = pytest.mark.integration
@@ -64,19 +65,21 @@ def test_delete_with_uid_precondition_spares_a_recreated_pod(cluster, operator, 
     old = parse_pod(operator.create_pod(job, "Worker", 0))
     operator.core.delete_namespaced_pod(old.name, namespace, grace_period_seconds=0)
     new = operator.create_pod(job, "Worker", 0)
-    assert cluster.delete_pod(namespace, old.name, old.uid) is DeleteResult.CONFLICT
+    assert cluster.delete_pod(namespace, old.name, old.uid) is Result.CONFLICT
     assert cluster.get_pod(namespace, old.name).uid == new["metadata"]["uid"]
-    assert cluster.delete_pod(namespace, old.name, new["metadata"]["uid"]) is DeleteResult.DELETED
+    assert cluster.delete_pod(namespace, old.name, new["metadata"]["uid"]) is Result.DELETED
     assert cluster.get_pod(namespace, old.name) is None
-    assert cluster.delete_pod(namespace, old.name, new["metadata"]["uid"]) is DeleteResult.GONE
+    assert cluster.delete_pod(namespace, old.name, new["metadata"]["uid"]) is Result.GONE
 
 
 def test_record_event_creates_then_counts(cluster, operator, namespace):
     job = operator.create_job()
     ref = JobRef(PYTORCH, namespace, "pytest", job["metadata"]["uid"], "kubeflow.org/v1")
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     for message in ("first", "second", "third"):
-        cluster.record_event(EventRecord("pytest.abc123", ref, "Warning", "CrashLoopWithoutLimit", message, now))
+        cluster.record_event(
+            EventRecord("pytest.abc123", ref, "Warning", "CrashLoopWithoutLimit", message, now)
+        )
     (event,) = operator.events("CrashLoopWithoutLimit")
     assert event.count == 3 and event.message == "third"
     assert event.involved_object.uid == job["metadata"]["uid"] and event.involved_object.kind == "PyTorchJob"
@@ -96,16 +99,20 @@ def seed_experiment_2(operator: Operator):
     pods = {"master": operator.create_pod(job, "Master", 0)}
     pods |= {f"worker-{i}": operator.create_pod(job, "Worker", i) for i in range(3)}
     for i in range(3):
-        pods[f"worker-{i}"] = operator.set_pod_status(pods[f"worker-{i}"], "Running", [
-            cs(state="waiting", reason="CrashLoopBackOff", restarts=4, last_exit=1)])
-    pods["master"] = operator.set_pod_status(pods["master"], "Succeeded", [
-        cs(state="terminated", exit_code=0, reason="Completed")])
+        pods[f"worker-{i}"] = operator.set_pod_status(
+            pods[f"worker-{i}"],
+            "Running",
+            [cs(state="waiting", reason="CrashLoopBackOff", restarts=4, last_exit=1)],
+        )
+    pods["master"] = operator.set_pod_status(
+        pods["master"], "Succeeded", [cs(state="terminated", exit_code=0, reason="Completed")]
+    )
     job = operator.set_job_conditions(job, [("Created", at(0)), ("Running", at(2)), ("Succeeded", at(34))])
     return job, pods
 
 
 def handle(service: Service, raw_event: dict):
-    return service.handle({k: v for k, v in raw_event.items() if k != "data"}, raw_event.get("data"))
+    return service.handle(*split(raw_event))
 
 
 def test_seed_experiment_2_end_to_end_through_the_handler(control_plane, operator, namespace):
@@ -115,7 +122,10 @@ def test_seed_experiment_2_end_to_end_through_the_handler(control_plane, operato
         assert handle(service, event("update", pods[name], at(40))).applied == []
     outcome = handle(service, event("update", job, at(34)))
     assert sorted(a.decision.name for a in outcome.applied if a.result == "deleted") == [
-        "pytest-worker-0", "pytest-worker-1", "pytest-worker-2"]
+        "pytest-worker-0",
+        "pytest-worker-1",
+        "pytest-worker-2",
+    ]
     assert operator.pod_names() == ["pytest-master-0"]
     (cleanup,) = operator.events("PodsCleanedUp")
     assert cleanup.involved_object.name == "pytest" and "exit code 1" in cleanup.message
@@ -139,15 +149,17 @@ def test_orphans_after_job_delete_and_the_sweep(control_plane, operator, namespa
     job = operator.create_job()
     operator.create_pod(job, "Worker", 0)
     operator.custom.delete_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", "pytest")
-    service = Service(Settings(orphan_grace_seconds=0, namespaces=namespace),
-                      kubeconfig=str(control_plane.function_kubeconfig))
+    service = Service(
+        Settings(orphan_grace_seconds=0, namespaces=namespace),
+        kubeconfig=str(control_plane.function_kubeconfig),
+    )
     outcome = handle(service, ping(at(0)))
     assert [(a.decision.rule.value, a.result) for a in outcome.applied] == [("orphan", "deleted")]
     assert operator.pod_names() == []
 
 
 def test_cli_sweep_dry_run_then_for_real(control_plane, operator, namespace, capsys):
-    from function.cli import main
+    from podsweeper.cli import main
 
     job = operator.create_job()
     worker = operator.create_pod(job, "Worker", 0)

@@ -12,4 +12,3 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(f"{name}: {value}")
         figures.write()
         terminalreporter.write_line(f"(written to {figures.OUT})")
-

@@ -119,7 +119,7 @@ class FaultProxy:
             self.log.append(LogEntry(time.monotonic(), method, path, action, status))
 
     # -- lifecycle --------------------------------------------------------------------------
-    def start(self) -> "FaultProxy":
+    def start(self) -> FaultProxy:
         proxy = self
 
         class Server(ThreadingHTTPServer):
@@ -144,7 +144,7 @@ class FaultProxy:
             self._server.shutdown()
             self._server.server_close()
 
-    def __enter__(self) -> "FaultProxy":
+    def __enter__(self) -> FaultProxy:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -156,11 +156,24 @@ class FaultProxy:
 
 
 def _status_body(code: int) -> bytes:
-    reason = {429: "TooManyRequests", 500: "InternalError", 502: "BadGateway", 503: "ServiceUnavailable",
-              504: "Timeout"}.get(code, "Unknown")
-    return json.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                       "message": f"injected by the fault proxy: {code}", "reason": reason,
-                       "code": code}).encode()
+    reason = {
+        429: "TooManyRequests",
+        500: "InternalError",
+        502: "BadGateway",
+        503: "ServiceUnavailable",
+        504: "Timeout",
+    }.get(code, "Unknown")
+    return json.dumps(
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": f"injected by the fault proxy: {code}",
+            "reason": reason,
+            "code": code,
+        }
+    ).encode()
 
 
 def _handler(proxy: FaultProxy):
@@ -258,8 +271,9 @@ def _handler(proxy: FaultProxy):
 
 def proxy_for(control_plane, seed: int = 1) -> FaultProxy:
     pki = Path(control_plane.workdir) / "pki"
-    return FaultProxy(control_plane.url, control_plane.ca_file, pki / "apiserver.crt", pki / "apiserver.key",
-                      seed=seed)
+    return FaultProxy(
+        control_plane.url, control_plane.ca_file, pki / "apiserver.crt", pki / "apiserver.key", seed=seed
+    )
 
 
 def kubeconfig_through(control_plane, proxy: FaultProxy, path: Path, user: str = "function") -> Path:

@@ -19,25 +19,111 @@ from dataclasses import dataclass
 from tests.fixtures import builders
 
 CE_HEADERS = ("ce-id", "ce-source", "ce-type", "ce-specversion", "ce-time", "ce-subject")
-EVENT_TYPES = tuple(f"dev.knative.apiserver.{mode}.{verb}" for mode in ("resource", "ref")
-                    for verb in ("add", "update", "delete")) + ("dev.knative.sources.ping",)
-BAD_TYPES = ("", "dev.knative.apiserver.resource.", "dev.knative.apiserver.resource.ADD",
-             "dev.knative.apiserver.resource.add.extra", "dev.knative.apiserver.ref.", "dev.knative.sources",
-             "com.example.unknown", "dev.knative.apiserver.resource.patch", "x" * 300,
-             "dev.knative.apiserver.resource.add\x00", "dev.knative.apiserver.ref.delete ")
-CONTENT_TYPES = (None, "text/plain", "application/xml", "application/json; charset=latin-1",
-                 "application/cloudevents+json", "application/cloudevents-batch+json",
-                 "multipart/form-data; boundary=x", "application/x-www-form-urlencoded",
-                 "application/json\x00", "application/octet-stream", "*/*", "application/json" * 50)
+EVENT_TYPES = tuple(
+    f"dev.knative.apiserver.{mode}.{verb}"
+    for mode in ("resource", "ref")
+    for verb in ("add", "update", "delete")
+) + ("dev.knative.sources.ping",)
+BAD_TYPES = (
+    "",
+    "dev.knative.apiserver.resource.",
+    "dev.knative.apiserver.resource.ADD",
+    "dev.knative.apiserver.resource.add.extra",
+    "dev.knative.apiserver.ref.",
+    "dev.knative.sources",
+    "com.example.unknown",
+    "dev.knative.apiserver.resource.patch",
+    "x" * 300,
+    "dev.knative.apiserver.resource.add\x00",
+    "dev.knative.apiserver.ref.delete ",
+)
+CONTENT_TYPES = (
+    None,
+    "text/plain",
+    "application/xml",
+    "application/json; charset=latin-1",
+    "application/cloudevents+json",
+    "application/cloudevents-batch+json",
+    "multipart/form-data; boundary=x",
+    "application/x-www-form-urlencoded",
+    "application/json\x00",
+    "application/octet-stream",
+    "*/*",
+    "application/json" * 50,
+)
 # Names no Kubernetes object can have; some would change the URL the client builds.
-HOSTILE_NAMES = ("", ".", "..", "../..", "a/b", "a%2Fb", "a b", "a\nb", "a\x00b", "a?b=c", "a#b", "ABC",
-                 "jöb-ü", "名前", "\u202eevil", "zero\u200bwidth", "emoji-🚀", "x" * 64, "x" * 254,
-                 "-leading", "trailing-", "a..b", "a_b", "%00", "\\", "'; DROP TABLE pods; --",
-                 "$(rm -rf /)", "`id`", "{{7*7}}", "${jndi:ldap://x}", "__import__('os').system('id')")
-WRONG_VALUES = (None, True, False, 0, -1, 1.5, 2 ** 64, -(2 ** 63), "", "x", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 ☃", [], [1, "a"],
-                {}, {"a": {"b": []}}, "\u0000", "x" * 5000, 1e308, "true", "2026-13-45T99:99:99Z")
-RAW_JSON_TOKENS = ("NaN", "Infinity", "-Infinity", "1e999", "9" * 5000, '"\\ud800"', '"\\udfff\\ud800"',
-                   "0x10", "+1", ".5", "01", "tru", "nul", "'single'", "undefined")
+HOSTILE_NAMES = (
+    "",
+    ".",
+    "..",
+    "../..",
+    "a/b",
+    "a%2Fb",
+    "a b",
+    "a\nb",
+    "a\x00b",
+    "a?b=c",
+    "a#b",
+    "ABC",
+    "jöb-ü",
+    "名前",
+    "\u202eevil",
+    "zero\u200bwidth",
+    "emoji-🚀",
+    "x" * 64,
+    "x" * 254,
+    "-leading",
+    "trailing-",
+    "a..b",
+    "a_b",
+    "%00",
+    "\\",
+    "'; DROP TABLE pods; --",
+    "$(rm -rf /)",
+    "`id`",
+    "{{7*7}}",
+    "${jndi:ldap://x}",
+    "__import__('os').system('id')",
+)
+WRONG_VALUES = (
+    None,
+    True,
+    False,
+    0,
+    -1,
+    1.5,
+    2**64,
+    -(2**63),
+    "",
+    "x",
+    "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 ☃",
+    [],
+    [1, "a"],
+    {},
+    {"a": {"b": []}},
+    "\u0000",
+    "x" * 5000,
+    1e308,
+    "true",
+    "2026-13-45T99:99:99Z",
+)
+RAW_JSON_TOKENS = (
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    "1e999",
+    "9" * 5000,
+    '"\\ud800"',
+    '"\\udfff\\ud800"',
+    "0x10",
+    "+1",
+    ".5",
+    "01",
+    "tru",
+    "nul",
+    "'single'",
+    "undefined",
+)
 
 
 @dataclass
@@ -136,15 +222,25 @@ class Generator:
         p = copy.deepcopy(pod)
         claim = self.rng.choice(["crashloop", "terminating", "other-owner-uid", "no-skip", "plain"])
         if claim == "crashloop":
-            p["status"] = {"phase": "Running", "containerStatuses": [builders.container_status(
-                state="waiting", reason="CrashLoopBackOff", restarts=999, last_exit=1)]}
+            p["status"] = {
+                "phase": "Running",
+                "containerStatuses": [
+                    builders.container_status(
+                        state="waiting", reason="CrashLoopBackOff", restarts=999, last_exit=1
+                    )
+                ],
+            }
         elif claim == "terminating":
             p["metadata"]["deletionTimestamp"] = "2026-11-01T10:00:00Z"
         elif claim == "other-owner-uid":
             for ref in p["metadata"].get("ownerReferences") or ():
                 ref["uid"] = "some-deleted-job-uid"
-            p["status"] = {"phase": "Running", "containerStatuses": [builders.container_status(
-                state="waiting", reason="CrashLoopBackOff", restarts=50)]}
+            p["status"] = {
+                "phase": "Running",
+                "containerStatuses": [
+                    builders.container_status(state="waiting", reason="CrashLoopBackOff", restarts=50)
+                ],
+            }
         elif claim == "no-skip":
             p["metadata"]["annotations"] = {}
         return p
@@ -181,10 +277,17 @@ class Generator:
         elif action == 2:
             headers = _replace_header(headers, "ce-type", self.rng.choice(BAD_TYPES))
         elif action == 3:
-            headers = _replace_header(headers, "ce-time", self.rng.choice(
-                ["yesterday", "2026-13-45T99:99:99Z", "99999-01-01T00:00:00Z", "-1", "", "2026-11-01"]))
+            headers = _replace_header(
+                headers,
+                "ce-time",
+                self.rng.choice(
+                    ["yesterday", "2026-13-45T99:99:99Z", "99999-01-01T00:00:00Z", "-1", "", "2026-11-01"]
+                ),
+            )
         elif action == 4:
-            headers = _replace_header(headers, "ce-specversion", self.rng.choice(["0.3", "2.0", "", "1.0.0", "1"]))
+            headers = _replace_header(
+                headers, "ce-specversion", self.rng.choice(["0.3", "2.0", "", "1.0.0", "1"])
+            )
         elif action == 5:
             headers = headers + [("ce-type", self.rng.choice(EVENT_TYPES))] + [("ce-id", "second")]
         else:
@@ -194,15 +297,33 @@ class Generator:
     def content_type(self) -> Request:
         raw, _ = self._base()
         headers, body = binary(raw)
-        return Request("wrong content type", "POST", "/",
-                       _replace_header(headers, "Content-Type", self.rng.choice(CONTENT_TYPES)), body)
+        return Request(
+            "wrong content type",
+            "POST",
+            "/",
+            _replace_header(headers, "Content-Type", self.rng.choice(CONTENT_TYPES)),
+            body,
+        )
 
     def method_and_path(self) -> Request:
         raw, _ = self._base()
         headers, body = binary(raw)
         method = self.rng.choice(["GET", "PUT", "DELETE", "PATCH", "OPTIONS", "POST", "HEAD"])
-        path = self.rng.choice(["/", "/x", "/../../etc/passwd", "/%00", "/metrics", "/healthz", "/" + "a" * 5000,
-                                "/?a=" + "b" * 1000, "//", "/%2e%2e/", "/cloudevent"])
+        path = self.rng.choice(
+            [
+                "/",
+                "/x",
+                "/../../etc/passwd",
+                "/%00",
+                "/metrics",
+                "/healthz",
+                "/" + "a" * 5000,
+                "/?a=" + "b" * 1000,
+                "//",
+                "/%2e%2e/",
+                "/cloudevent",
+            ]
+        )
         return Request("other methods and paths", method, path, headers, body if method != "HEAD" else b"")
 
     def truncated(self) -> Request:
@@ -231,7 +352,9 @@ class Generator:
     def huge(self) -> Request:
         raw, _ = self._base()
         data = raw.get("data") if isinstance(raw.get("data"), dict) else {}
-        size = self.rng.choice([10_000, 100_000, self.body_limit - 2000, self.body_limit + 1, self.body_limit * 3])
+        size = self.rng.choice(
+            [10_000, 100_000, self.body_limit - 2000, self.body_limit + 1, self.body_limit * 3]
+        )
         paths = [p for p in _paths(data) if p]
         path = self.rng.choice(paths) if paths else ("x",)
         try:
@@ -260,7 +383,9 @@ class Generator:
         text = body.decode()
         token = self.rng.choice(RAW_JSON_TOKENS)
         # Replace the first JSON string value after a random key with a raw token.
-        marker = self.rng.choice(['"phase": ', '"name": ', '"uid": ', '"restartCount": ', '"status": ', '": '])
+        marker = self.rng.choice(
+            ['"phase": ', '"name": ', '"uid": ', '"restartCount": ', '"status": ', '": ']
+        )
         at = text.find(marker)
         if at >= 0:
             start = at + len(marker)
@@ -295,8 +420,22 @@ class Generator:
     def not_an_object(self) -> Request:
         raw, _ = self._base()
         headers, _ = binary(raw)
-        body = self.rng.choice([b"[]", b"[1,2]", b'"pod"', b"42", b"null", b"true", b"", b" ", b"{}",
-                                b'{"kind": "Pod"}', b'{"metadata": null}', b'{"apiVersion": 1, "kind": [], "metadata": {}}'])
+        body = self.rng.choice(
+            [
+                b"[]",
+                b"[1,2]",
+                b'"pod"',
+                b"42",
+                b"null",
+                b"true",
+                b"",
+                b" ",
+                b"{}",
+                b'{"kind": "Pod"}',
+                b'{"metadata": null}',
+                b'{"apiVersion": 1, "kind": [], "metadata": {}}',
+            ]
+        )
         return Request("JSON that is not a Kubernetes object", "POST", "/", headers, body)
 
     def impossible_names(self) -> Request:
@@ -320,34 +459,53 @@ class Generator:
             else:
                 (meta.setdefault("labels", {}) or {})["training.kubeflow.org/job-name"] = name
             if what == "pod":  # make it a crash-loop candidate so a pass really runs
-                data["status"] = {"phase": "Running", "containerStatuses": [builders.container_status(
-                    state="waiting", reason="CrashLoopBackOff", restarts=999)]}
+                data["status"] = {
+                    "phase": "Running",
+                    "containerStatuses": [
+                        builders.container_status(state="waiting", reason="CrashLoopBackOff", restarts=999)
+                    ],
+                }
         headers, body = binary(raw, json.dumps(data).encode())
         return Request("names no Kubernetes object can have", "POST", "/", headers, body, names_seeded=True)
 
     def reference_garbage(self) -> Request:
         raw, _ = self._base()
         headers, _ = binary(raw)
-        headers = _replace_header(headers, "ce-type", "dev.knative.apiserver.ref." + self.rng.choice(
-            ["add", "update", "delete"]))
+        headers = _replace_header(
+            headers, "ce-type", "dev.knative.apiserver.ref." + self.rng.choice(["add", "update", "delete"])
+        )
         target = self.rng.choice(self.pods + self.jobs)
-        ref = {"kind": target["kind"], "apiVersion": target["apiVersion"],
-               "name": target["metadata"]["name"], "namespace": self.namespace}
+        ref = {
+            "kind": target["kind"],
+            "apiVersion": target["apiVersion"],
+            "name": target["metadata"]["name"],
+            "namespace": self.namespace,
+        }
         action = self.rng.randrange(5)
         if action == 0:
             del ref[self.rng.choice(list(ref))]
         elif action == 1:
             ref[self.rng.choice(list(ref))] = self.rng.choice(WRONG_VALUES)
         elif action == 2:
-            ref["apiVersion"], ref["kind"] = self.rng.choice([
-                ("kubeflow.org/v9", "PyTorchJob"), ("kubeflow.org/v1", "Pod"), ("v1", "PyTorchJob"),
-                ("apps/v1", "Deployment"), ("v1", "Secret"), ("kubeflow.org/v1", "MXJob"),
-                ("kubeflow.org/v2beta1", "MPIJob"), ("example.com/v1", "PyTorchJob")])
+            ref["apiVersion"], ref["kind"] = self.rng.choice(
+                [
+                    ("kubeflow.org/v9", "PyTorchJob"),
+                    ("kubeflow.org/v1", "Pod"),
+                    ("v1", "PyTorchJob"),
+                    ("apps/v1", "Deployment"),
+                    ("v1", "Secret"),
+                    ("kubeflow.org/v1", "MXJob"),
+                    ("kubeflow.org/v2beta1", "MPIJob"),
+                    ("example.com/v1", "PyTorchJob"),
+                ]
+            )
         elif action == 3:
             ref["extra"] = {"spec": {"containers": []}}
         else:
             ref = self.rng.choice([[ref], "ref", None, 3])
-        return Request("Reference-mode garbage", "POST", "/", headers, json.dumps(ref).encode(), names_seeded=True)
+        return Request(
+            "Reference-mode garbage", "POST", "/", headers, json.dumps(ref).encode(), names_seeded=True
+        )
 
     def structured(self) -> Request:
         raw, _ = self._base()
@@ -356,26 +514,55 @@ class Generator:
         if action == 0:
             del event[self.rng.choice([k for k in ("id", "source", "type", "specversion") if k in event])]
         elif action == 1:
-            event[self.rng.choice(["id", "source", "type", "specversion", "time"])] = self.rng.choice(WRONG_VALUES)
+            event[self.rng.choice(["id", "source", "type", "specversion", "time"])] = self.rng.choice(
+                WRONG_VALUES
+            )
         elif action == 2:
             event["data"] = self.rng.choice(["a string", 12, [1], None])
         elif action == 3:
             event.pop("data", None)
-            event["data_base64"] = self.rng.choice(["!!!not base64", base64.b64encode(b"\xff\x00garbage").decode(),
-                                                    base64.b64encode(json.dumps(raw.get("data")).encode()).decode()])
+            event["data_base64"] = self.rng.choice(
+                [
+                    "!!!not base64",
+                    base64.b64encode(b"\xff\x00garbage").decode(),
+                    base64.b64encode(json.dumps(raw.get("data")).encode()).decode(),
+                ]
+            )
         elif action == 4:
             event = [event]
         else:
             event["specversion"] = self.rng.choice(["0.3", "2.0"])
-        return Request("structured mode garbage", "POST", "/",
-                       [("Content-Type", self.rng.choice(["application/cloudevents+json",
-                                                          "application/cloudevents+json; charset=utf-8"]))],
-                       json.dumps(event).encode())
+        return Request(
+            "structured mode garbage",
+            "POST",
+            "/",
+            [
+                (
+                    "Content-Type",
+                    self.rng.choice(
+                        ["application/cloudevents+json", "application/cloudevents+json; charset=utf-8"]
+                    ),
+                )
+            ],
+            json.dumps(event).encode(),
+        )
 
-    FAMILIES = (("hostile_valid", 12), ("header_garbage", 10), ("content_type", 6), ("method_and_path", 4),
-                ("truncated", 8), ("nested", 5), ("huge", 3), ("wrong_type", 22), ("raw_tokens", 6),
-                ("encoding", 5), ("not_an_object", 4), ("impossible_names", 8), ("reference_garbage", 6),
-                ("structured", 6))
+    FAMILIES = (
+        ("hostile_valid", 12),
+        ("header_garbage", 10),
+        ("content_type", 6),
+        ("method_and_path", 4),
+        ("truncated", 8),
+        ("nested", 5),
+        ("huge", 3),
+        ("wrong_type", 22),
+        ("raw_tokens", 6),
+        ("encoding", 5),
+        ("not_an_object", 4),
+        ("impossible_names", 8),
+        ("reference_garbage", 6),
+        ("structured", 6),
+    )
 
     def requests(self, count: int) -> list[Request]:
         names, weights = zip(*self.FAMILIES)

@@ -30,8 +30,14 @@ from datetime import datetime
 from tests.reliability.world import JobSpec, PodSpec
 
 GROUP = "kubeflow.org"
-VERSIONS = {"PyTorchJob": ("v1",), "TFJob": ("v1",), "MPIJob": ("v1", "v2beta1"),
-            "XGBoostJob": ("v1",), "PaddleJob": ("v1",), "JAXJob": ("v1",)}
+VERSIONS = {
+    "PyTorchJob": ("v1",),
+    "TFJob": ("v1",),
+    "MPIJob": ("v1", "v2beta1"),
+    "XGBoostJob": ("v1",),
+    "PaddleJob": ("v1",),
+    "JAXJob": ("v1",),
+}
 OPERATOR_NAMES = {f"{kind.lower()}-controller": kind for kind in VERSIONS}
 RESTARTING = ("OnFailure", "Always", "ExitCode")
 JOB_NAME = "training.kubeflow.org/job-name"
@@ -131,11 +137,14 @@ class World:
         self.deleted.add(uid)
 
     # -- the rules ----------------------------------------------------------------------
+    @staticmethod
+    def _names(value: str) -> set[str]:
+        return {part.strip() for part in value.split(",") if part.strip()}
+
     def allowed(self, namespace: str) -> bool:
-        split = lambda value: {part.strip() for part in value.split(",") if part.strip()}
-        if namespace in split(self.settings["exclude_namespaces"]):
+        if namespace in self._names(self.settings["exclude_namespaces"]):
             return False
-        wanted = split(self.settings["namespaces"])
+        wanted = self._names(self.settings["namespaces"])
         return not wanted or namespace in wanted
 
     def job_of(self, pod: PodSpec):
@@ -163,10 +172,18 @@ class World:
             return None
         elif finished(job) and pod.phase in ("Pending", "Running") and self.settings["sweep_active_pods"]:
             named = ("finished-job-active-pod", "delete")
-        elif finished(job) and clean_pod_policy(job) == "All" and pod.phase in ("Succeeded", "Failed", "Unknown"):
+        elif (
+            finished(job)
+            and clean_pod_policy(job) == "All"
+            and pod.phase in ("Succeeded", "Failed", "Unknown")
+        ):
             named = ("clean-pod-policy-all", "delete")
-        elif (not finished(job) and job.backoff_limit is None and job.active_deadline is None
-              and crash_loop_restarts(pod) >= self.settings["crashloop_restarts"]):
+        elif (
+            not finished(job)
+            and job.backoff_limit is None
+            and job.active_deadline is None
+            and crash_loop_restarts(pod) >= self.settings["crashloop_restarts"]
+        ):
             named = ("crash-loop", self.settings["crashloop_action"])
         if named is None:
             return None

@@ -53,13 +53,22 @@ class Served:
     proc: subprocess.Popen | None = None
     _log: object = field(default=None, repr=False)
 
-    def start(self, timeout: float = 30.0) -> "Served":
+    def start(self, timeout: float = 30.0) -> Served:
         port = free_port()
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("PODSWEEPER_") and k != "KUBERNETES_SERVICE_HOST"}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("PODSWEEPER_") and k != "KUBERNETES_SERVICE_HOST"
+        }
         self._log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(server_command(port), cwd=ROOT, env={**env, **self.env},
-                                     stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            server_command(port),
+            cwd=ROOT,
+            env={**env, **self.env},
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
         ALL_LOGS.append(self.log_path)
         self.url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + timeout
@@ -86,7 +95,7 @@ class Served:
         if self._log is not None:
             self._log.close()
 
-    def __enter__(self) -> "Served":
+    def __enter__(self) -> Served:
         return self.start()
 
     def __exit__(self, *exc) -> None:

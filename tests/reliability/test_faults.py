@@ -21,7 +21,8 @@ import pytest
 import requests
 
 from tests.fixtures import builders
-from tests.fixtures.builders import at, container_status as cs, event, ping
+from tests.fixtures.builders import at, event, ping
+from tests.fixtures.builders import container_status as cs
 from tests.http.server import binary_headers
 from tests.integration.k8s import Operator, for_create
 from tests.reliability import figures
@@ -40,8 +41,12 @@ def rig(control_plane, admin_api, namespace, tmp_path):
     """A fault proxy in front of the API server and one served function behind it."""
     proxy = proxy_for(control_plane).start()
     kubeconfig = kubeconfig_through(control_plane, proxy, tmp_path / "through-proxy.kubeconfig")
-    env = {"KUBECONFIG": str(kubeconfig), "PODSWEEPER_NAMESPACES": namespace,
-           "PODSWEEPER_EVENT_TIMEOUT_SECONDS": str(BOUND), "PODSWEEPER_ORPHAN_GRACE_SECONDS": "0"}
+    env = {
+        "KUBECONFIG": str(kubeconfig),
+        "PODSWEEPER_NAMESPACES": namespace,
+        "PODSWEEPER_EVENT_TIMEOUT_SECONDS": str(BOUND),
+        "PODSWEEPER_ORPHAN_GRACE_SECONDS": "0",
+    }
     served = Served(env, tmp_path / "server.log").start()
     try:
         yield proxy, served, Operator(admin_api, namespace)
@@ -71,20 +76,25 @@ def create_pod(operator: Operator, job: dict, replica: str, index: int, node: st
 
 def live_pods(operator: Operator) -> list[str]:
     """Pods not yet deleted (a gracefully deleted pod lingers with a deletionTimestamp)."""
-    return sorted(p.metadata.name for p in operator.core.list_namespaced_pod(operator.namespace).items
-                  if p.metadata.deletion_timestamp is None)
+    return sorted(
+        p.metadata.name
+        for p in operator.core.list_namespaced_pod(operator.namespace).items
+        if p.metadata.deletion_timestamp is None
+    )
 
 
-def finished_job_with_leftovers(operator: Operator, name: str = "pytest",
-                                node: str | None = None) -> tuple[dict, list[str]]:
+def finished_job_with_leftovers(
+    operator: Operator, name: str = "pytest", node: str | None = None
+) -> tuple[dict, list[str]]:
     """The seed's experiment 2: master Succeeded, three workers crash-looping, job Succeeded."""
     job = operator.create_job(name=name)
     master = create_pod(operator, job, "Master", 0, node)
     operator.set_pod_status(master, "Succeeded", [cs(state="terminated", exit_code=0)])
     for index in range(3):
         worker = create_pod(operator, job, "Worker", index, node)
-        operator.set_pod_status(worker, "Running", [cs(state="waiting", reason="CrashLoopBackOff",
-                                                       restarts=4, last_exit=1)])
+        operator.set_pod_status(
+            worker, "Running", [cs(state="waiting", reason="CrashLoopBackOff", restarts=4, last_exit=1)]
+        )
     job = operator.set_job_conditions(job, [("Created", at(0)), ("Running", at(2)), ("Succeeded", at(34))])
     return job, [f"{name}-master-0"]
 
@@ -104,11 +114,16 @@ FAULTS = {
     "504": [Rule("status", code=504)],
     "429 without Retry-After": [Rule("status", code=429)],
     "429 with a long Retry-After": [Rule("status", code=429, retry_after="30")],
-    "429 with an HTTP-date Retry-After": [Rule("status", code=429, retry_after="Wed, 21 Oct 2015 07:28:00 GMT")],
+    "429 with an HTTP-date Retry-After": [
+        Rule("status", code=429, retry_after="Wed, 21 Oct 2015 07:28:00 GMT")
+    ],
     "reset on LIST only": [Rule("reset", method="GET", path=r"/pods\?")],
     "503 on DELETE only": [Rule("status", method="DELETE", code=503)],
     "hang on DELETE only": [Rule("hang", method="DELETE")],
-    "second DELETE fails": [Rule("pass", method="DELETE", count=1), Rule("status", method="DELETE", code=500)],
+    "second DELETE fails": [
+        Rule("pass", method="DELETE", count=1),
+        Rule("status", method="DELETE", code=500),
+    ],
 }
 
 
@@ -205,8 +220,9 @@ def test_a_pod_opted_out_between_the_read_and_the_delete_is_kept(rig):
 
     def opt_out(method: str, path: str) -> None:
         name = path.split("?")[0].rsplit("/", 1)[1]
-        operator.core.patch_namespaced_pod(name, operator.namespace,
-                                           {"metadata": {"annotations": {"podsweeper.dev/skip": "true"}}})
+        operator.core.patch_namespaced_pod(
+            name, operator.namespace, {"metadata": {"annotations": {"podsweeper.dev/skip": "true"}}}
+        )
         touched.append(name)
 
     proxy.set_rules(Rule("pass", method="DELETE", count=1, hook=opt_out))
@@ -224,8 +240,12 @@ def test_a_pod_opted_out_between_the_read_and_the_delete_is_kept(rig):
 def legacy_pod(job: dict, index: int) -> dict:
     """A pod as a pre-v1.6 operator labelled it: group-name + job-name, no training.kubeflow.org/*."""
     raw = builders.pod(job, "Worker", index, node=None)
-    raw["metadata"]["labels"] = {"group-name": "kubeflow.org", "job-name": job["metadata"]["name"],
-                                 "replica-type": "worker", "replica-index": str(index)}
+    raw["metadata"]["labels"] = {
+        "group-name": "kubeflow.org",
+        "job-name": job["metadata"]["name"],
+        "replica-type": "worker",
+        "replica-index": str(index),
+    }
     return raw
 
 
@@ -251,14 +271,17 @@ def chaos_world(operator: Operator, admin_api) -> tuple[list[dict], list[str]]:
         operator.set_pod_status(operator.create_pod(b, "Worker", index), phase, [cs()])
     b = operator.set_job_conditions(b, [("Created", at(0)), ("Failed", at(40))])
     events.append(event("update", b, at(40)))
-    c = operator.set_job_conditions(operator.create_job(kind="JAXJob", name="c", replicas={"Worker": 2}),
-                                    [("Created", at(0)), ("Running", at(1))])
+    c = operator.set_job_conditions(
+        operator.create_job(kind="JAXJob", name="c", replicas={"Worker": 2}),
+        [("Created", at(0)), ("Running", at(1))],
+    )
     for index in range(2):
         operator.set_pod_status(operator.create_pod(c, "Worker", index), "Running", [cs()])
         keep.append(f"c-worker-{index}")
     events.append(event("update", c, at(41)))
-    d = operator.create_job(kind="XGBoostJob", name="d", replicas={"Worker": 2},
-                            annotations={"podsweeper.dev/skip": "true"})
+    d = operator.create_job(
+        kind="XGBoostJob", name="d", replicas={"Worker": 2}, annotations={"podsweeper.dev/skip": "true"}
+    )
     for index in range(2):
         operator.set_pod_status(operator.create_pod(d, "Worker", index), "Running", [cs()])
         keep.append(f"d-worker-{index}")
@@ -267,14 +290,23 @@ def chaos_world(operator: Operator, admin_api) -> tuple[list[dict], list[str]]:
     e = operator.create_job(kind="PaddleJob", name="e", replicas={"Worker": 2})
     for index in range(2):
         operator.create_pod(e, "Worker", index)
-    operator.custom.delete_namespaced_custom_object("kubeflow.org", "v1", operator.namespace, "paddlejobs", "e")
+    operator.custom.delete_namespaced_custom_object(
+        "kubeflow.org", "v1", operator.namespace, "paddlejobs", "e"
+    )
     events.append(event("delete", e, at(43)))
     # A pod of no job, and one another controller owns although it wears job a's labels.
     stray = builders.pod(a, "Worker", 7, owner=False, labels=False, node=None)
     stray["metadata"]["name"] = "stray"
     foreign = builders.pod(a, "Worker", 8, node=None)
-    foreign["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
-                                               "uid": "00000000-0000-0000-0000-000000000002", "controller": True}]
+    foreign["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "name": "rs",
+            "uid": "00000000-0000-0000-0000-000000000002",
+            "controller": True,
+        }
+    ]
     for raw in (stray, foreign):
         operator.core.create_namespaced_pod(operator.namespace, for_create(raw))
     keep += ["stray", foreign["metadata"]["name"]]
@@ -292,9 +324,14 @@ def test_random_faults_then_a_sweep_leaves_what_the_rules_name(rig, admin_api):
     proxy, served, operator = rig
     events, keep = chaos_world(operator, admin_api)
     proxy.set_rules(  # per API request; an event makes 3 to 20 of them
-        Rule("reset", probability=0.04), Rule("drop", probability=0.02), Rule("status", code=503, probability=0.03),
-        Rule("status", code=500, probability=0.02), Rule("status", code=429, retry_after="1", probability=0.02),
-        Rule("status", code=504, probability=0.02), Rule("slow", seconds=0.3, probability=0.05))
+        Rule("reset", probability=0.04),
+        Rule("drop", probability=0.02),
+        Rule("status", code=503, probability=0.03),
+        Rule("status", code=500, probability=0.02),
+        Rule("status", code=429, retry_after="1", probability=0.02),
+        Rule("status", code=504, probability=0.02),
+        Rule("slow", seconds=0.3, probability=0.05),
+    )
     answers, attempts = [], 0
     for raw in events * 2:  # every event twice, each retried as ApiServerSource does (6 attempts)
         for _ in range(6):
@@ -320,11 +357,16 @@ def test_random_faults_then_a_sweep_leaves_what_the_rules_name(rig, admin_api):
 
 # -- two instances ---------------------------------------------------------------------------
 
-def test_two_instances_handling_the_same_events_delete_each_pod_once(control_plane, admin_api, namespace, tmp_path):
+
+def test_two_instances_handling_the_same_events_delete_each_pod_once(
+    control_plane, admin_api, namespace, tmp_path
+):
     operator = Operator(admin_api, namespace)
     jobs, keep = [], []
     for index in range(8):  # half of them on a node: graceful deletion, as in a real cluster
-        job, kept = finished_job_with_leftovers(operator, name=f"job{index}", node="las1" if index % 2 else None)
+        job, kept = finished_job_with_leftovers(
+            operator, name=f"job{index}", node="las1" if index % 2 else None
+        )
         jobs.append(job)
         keep += kept
     doomed = sorted(set(operator.pod_names()) - set(keep))

@@ -25,9 +25,9 @@ import pytest
 from kubernetes import client
 
 from tests.fixtures import builders
-from tests.fixtures.builders import at, container_status as cs
-from tests.http.server import free_port
-from tests.http.server import UNREACHABLE_KUBECONFIG
+from tests.fixtures.builders import at
+from tests.fixtures.builders import container_status as cs
+from tests.http.server import UNREACHABLE_KUBECONFIG, free_port
 from tests.integration.k8s import Operator, for_create
 from tests.reliability import figures
 from tests.reliability.fuzz import Generator, Request
@@ -51,8 +51,12 @@ def seed(admin_api, namespace: str) -> dict:
     operator = Operator(admin_api, namespace)
     jobs, pods = [], []
     for kind in KINDS:
-        job = operator.create_job(kind=kind, name=f"fz-{kind.lower()}", replicas={"Worker": 2},
-                                  backoff_limit=None if kind == "PyTorchJob" else 0)
+        job = operator.create_job(
+            kind=kind,
+            name=f"fz-{kind.lower()}",
+            replicas={"Worker": 2},
+            backoff_limit=None if kind == "PyTorchJob" else 0,
+        )
         jobs.append(operator.set_job_conditions(job, [("Created", at(0)), ("Running", at(1))]))
         for index in range(2):
             pods.append(operator.set_pod_status(operator.create_pod(job, "Worker", index), "Running", [cs()]))
@@ -64,8 +68,15 @@ def seed(admin_api, namespace: str) -> dict:
     stray = builders.pod(done, "Worker", 7, owner=False, labels=False, node=None)
     stray["metadata"]["name"] = "fz-stray"
     foreign = builders.pod(jobs[0], "Worker", 8, owner=False, node=None)
-    foreign["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
-                                               "uid": "00000000-0000-0000-0000-000000000001", "controller": True}]
+    foreign["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "name": "rs",
+            "uid": "00000000-0000-0000-0000-000000000001",
+            "controller": True,
+        }
+    ]
     for raw in (stray, foreign):
         created = operator.core.create_namespaced_pod(namespace, for_create(raw), _preload_content=False)
         pods.append(json.loads(created.data))
@@ -126,7 +137,8 @@ def describe(problems: list[str]) -> str:
     for problem in problems:
         groups.setdefault(problem[:90], []).append(problem)
     return f"{len(problems)} problems:\n" + "\n".join(
-        f"  {len(items)} x {items[0][:600]}" for items in sorted(groups.values(), key=len, reverse=True)[:40])
+        f"  {len(items)} x {items[0][:600]}" for items in sorted(groups.values(), key=len, reverse=True)[:40]
+    )
 
 
 def run_fuzz(served: Served, requests: list[Request]) -> dict:
@@ -143,7 +155,7 @@ def run_fuzz(served: Served, requests: list[Request]) -> dict:
     statuses: Counter = Counter()
     by_category: dict[str, Counter] = {}
     problems = []
-    for request, (status, body, seconds, error) in zip(requests, results):
+    for request, (status, body, _seconds, error) in zip(requests, results):
         statuses[status] += 1
         by_category.setdefault(request.category, Counter())[status] += 1
         if status is None:
@@ -154,18 +166,29 @@ def run_fuzz(served: Served, requests: list[Request]) -> dict:
             problems.append(f"{request.category}: a stack trace in the answer")
         elif status >= 500:
             problems.append(f"{request.category}: {status} {body[:160]!r} for {request.body[:300]!r}")
-    return {"statuses": statuses, "by_category": by_category, "problems": problems, "elapsed": elapsed,
-            "slowest": max((r[2] for r in results), default=0.0),
-            "api_passes": sum(1 for r in results if r[0] == 200 and b"fresh state" in r[1])}
+    return {
+        "statuses": statuses,
+        "by_category": by_category,
+        "problems": problems,
+        "elapsed": elapsed,
+        "slowest": max((r[2] for r in results), default=0.0),
+        "api_passes": sum(1 for r in results if r[0] == 200 and b"fresh state" in r[1]),
+    }
 
 
 def merge(first: dict, second: dict) -> dict:
-    by_category = {k: first["by_category"].get(k, Counter()) + second["by_category"].get(k, Counter())
-                   for k in set(first["by_category"]) | set(second["by_category"])}
-    return {"statuses": first["statuses"] + second["statuses"], "by_category": by_category,
-            "problems": first["problems"] + second["problems"], "elapsed": first["elapsed"] + second["elapsed"],
-            "slowest": max(first["slowest"], second["slowest"]),
-            "api_passes": first["api_passes"] + second["api_passes"]}
+    by_category = {
+        k: first["by_category"].get(k, Counter()) + second["by_category"].get(k, Counter())
+        for k in set(first["by_category"]) | set(second["by_category"])
+    }
+    return {
+        "statuses": first["statuses"] + second["statuses"],
+        "by_category": by_category,
+        "problems": first["problems"] + second["problems"],
+        "elapsed": first["elapsed"] + second["elapsed"],
+        "slowest": max(first["slowest"], second["slowest"]),
+        "api_passes": first["api_passes"] + second["api_passes"],
+    }
 
 
 @pytest.mark.integration
@@ -174,8 +197,12 @@ def test_ten_thousand_hostile_requests_against_the_real_api(control_plane, admin
     before = pod_state(admin_api, namespace)
     requests = Generator(namespace, seeded, BODY_LIMIT).requests(REQUESTS)
     kubeconfig = control_plane.write_kubeconfig(tmp_path / "function.kubeconfig", "function")
-    env = {"KUBECONFIG": str(kubeconfig), "PODSWEEPER_NAMESPACES": f"{namespace},fz-ghost-{secrets.token_hex(3)}",
-           "PODSWEEPER_MAX_BODY_BYTES": str(BODY_LIMIT), "PODSWEEPER_EVENT_TIMEOUT_SECONDS": str(TIMEOUT_SECONDS)}
+    env = {
+        "KUBECONFIG": str(kubeconfig),
+        "PODSWEEPER_NAMESPACES": f"{namespace},fz-ghost-{secrets.token_hex(3)}",
+        "PODSWEEPER_MAX_BODY_BYTES": str(BODY_LIMIT),
+        "PODSWEEPER_EVENT_TIMEOUT_SECONDS": str(TIMEOUT_SECONDS),
+    }
     with Served(env, tmp_path / "server.log") as served:
         workers, rss_start = served.worker_pids, served.rss()
         warmup = run_fuzz(served, requests[:WARMUP])
@@ -219,8 +246,11 @@ def test_hostile_requests_with_the_api_unreachable(admin_api, namespace, tmp_pat
     requests = Generator(namespace, seeded, BODY_LIMIT, seed=7).requests(UNREACHABLE_REQUESTS)
     kubeconfig = tmp_path / "unreachable.kubeconfig"
     kubeconfig.write_text(UNREACHABLE_KUBECONFIG % free_port())
-    env = {"KUBECONFIG": str(kubeconfig), "PODSWEEPER_MAX_BODY_BYTES": str(BODY_LIMIT),
-           "PODSWEEPER_EVENT_TIMEOUT_SECONDS": "3"}
+    env = {
+        "KUBECONFIG": str(kubeconfig),
+        "PODSWEEPER_MAX_BODY_BYTES": str(BODY_LIMIT),
+        "PODSWEEPER_EVENT_TIMEOUT_SECONDS": "3",
+    }
     with Served(env, tmp_path / "server.log") as served:
         workers = served.worker_pids
         warmup = run_fuzz(served, requests[:WARMUP])

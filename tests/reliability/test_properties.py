@@ -2,7 +2,7 @@
 
 Two harnesses, both through the function's own Pipeline and SimulatedCluster:
 
-* **Replay** (`function.replay.replay` on a JSON Lines file, exactly the CLI's path): the
+* **Replay** (`podsweeper.replay.replay` on a JSON Lines file, exactly the CLI's path): the
   stream is the world. Each scenario is replayed as generated, re-interleaved across
   objects (each object's own events stay in order, as one watch delivers them), with
   duplicated events, and with events dropped; every run ends with a PingSource tick.
@@ -26,26 +26,44 @@ import random
 import tempfile
 from datetime import timedelta
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from function.cluster.simulated import SimulatedCluster
-from function.config import Settings
-from function.intake import parse_event
-from function.pipeline import Pipeline
-from function.replay import replay
+from podsweeper.cluster.simulated import SimulatedCluster
+from podsweeper.config import Settings
+from podsweeper.intake import parse_event
+from podsweeper.objects import json_bytes
+from podsweeper.pipeline import Pipeline
+from podsweeper.replay import replay
 from tests.reliability import figures
 from tests.reliability.oracle import VERSIONS, World, is_true
-from tests.reliability.world import JobSpec, PodSpec, Scenario, WorldEvent, interleave, render, \
-    scenarios, settings_strategy, with_drops, with_duplicates
+from tests.reliability.world import (
+    JobSpec,
+    PodSpec,
+    Scenario,
+    WorldEvent,
+    interleave,
+    render,
+    scenarios,
+    settings_strategy,
+    with_drops,
+    with_duplicates,
+)
 
 # Reproducible in CI: the same examples on every run, no example database between runs.
-PROPERTY = dict(derandomize=True, database=None, deadline=None, print_blob=True,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PROPERTY = dict(
+    derandomize=True,
+    database=None,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 EXAMPLES = int(os.environ.get("PODSWEEPER_PROPERTY_EXAMPLES", "400"))
 AFTER_EVERY_GRACE = timedelta(hours=3)
 
 
 # -- judging decisions ---------------------------------------------------------------------
+
 
 def check_outcome(world: World, outcome, event: WorldEvent, now, *, dry_run: bool) -> int:
     """Judge every decision of one handled event against the oracle; apply its deletes."""
@@ -59,7 +77,8 @@ def check_outcome(world: World, outcome, event: WorldEvent, now, *, dry_run: boo
             assert pod is not None and pod.uid == d.uid, f"decision about a pod not in the world: {d}"
             assert world.named(pod, now) == (rule, action), (
                 f"{d.namespace}/{d.name}: function decided {rule}/{action}, the rules name "
-                f"{world.named(pod, now)} (pod {pod}, its job {world.job_of(pod)}, now {now})")
+                f"{world.named(pod, now)} (pod {pod}, its job {world.job_of(pod)}, now {now})"
+            )
             if action == "delete":
                 assert result in (("dry-run",) if dry_run else ("deleted", "deferred")), result
                 if result == "deleted":
@@ -81,7 +100,9 @@ def assert_nothing_left(world: World, now) -> None:
     left = world.must_delete(now)
     assert not left, "pods the rules name were left after the final sweep:\n" + "\n".join(
         f"  {pod.namespace}/{pod.name} uid={pod.uid} {named} owner={pod.owner} labels={dict(pod.labels)} "
-        f"phase={pod.phase} job={world.job_of(pod)}" for pod, named in left)
+        f"phase={pod.phase} job={world.job_of(pod)}"
+        for pod, named in left
+    )
 
 
 def final_pings(scenario: Scenario, count: int) -> list[WorldEvent]:
@@ -90,6 +111,7 @@ def final_pings(scenario: Scenario, count: int) -> list[WorldEvent]:
 
 
 # -- harness 1: the replay -----------------------------------------------------------------
+
 
 def replay_and_check(scenario: Scenario, stream: list[WorldEvent], label: str) -> None:
     stream = stream + final_pings(scenario, 1)
@@ -104,8 +126,10 @@ def replay_and_check(scenario: Scenario, stream: list[WorldEvent], label: str) -
                 out.write(rendered[e.seq] + "\n")
         run = replay([path], config)
     final = run.steps[-1].outcome.applied
-    figures.add("property: pods the final sweep had to delete (replay)",
-                sum(1 for a in final if a.result == "deleted"))
+    figures.add(
+        "property: pods the final sweep had to delete (replay)",
+        sum(1 for a in final if a.result == "deleted"),
+    )
     assert len(run.steps) == len(stream)
     world = World(scenario.settings, live=False)
     for step, e in zip(run.steps, stream):
@@ -114,14 +138,17 @@ def replay_and_check(scenario: Scenario, stream: list[WorldEvent], label: str) -
             assert bool(step.observed) == (not shown), (e, step.observed)
         check_outcome(world, step.outcome, e, e.time, dry_run=config.dry_run)
     # The world the oracle kept and the simulated cluster agree on what is left.
-    assert set(world.pods) == set(run.cluster.pods), (set(world.pods) ^ set(run.cluster.pods))
+    assert set(world.pods) == set(run.cluster.pods), set(world.pods) ^ set(run.cluster.pods)
     if not config.dry_run:
         assert_nothing_left(world, stream[-1].time)
     else:
         assert not run.cluster.deleted_by_podsweeper
     deleted = sum(1 for s in run.steps for a in s.outcome.applied if a.result == "deleted")
-    cleaned = sum(int(r.record.message.split()[2]) * r.count for r in run.cluster.events.values()
-                  if r.record.reason == "PodsCleanedUp")
+    cleaned = sum(
+        int(r.record.message.split()[2]) * r.count
+        for r in run.cluster.events.values()
+        if r.record.reason == "PodsCleanedUp"
+    )
     assert cleaned == deleted, f"{deleted} pods deleted, PodsCleanedUp events list {cleaned}"
     figures.add("property: event streams replayed")
     figures.add(f"property: event streams replayed ({label})")
@@ -148,6 +175,7 @@ def test_dry_run_replay_deletes_nothing(scenario, rng: random.Random):
 
 # -- harness 2: a live world, notified late, twice or never ----------------------------------
 
+
 class ApiServer(SimulatedCluster):
     """The world as an API server shows it: a job that is not there is a 404 (gone)."""
 
@@ -157,12 +185,14 @@ class ApiServer(SimulatedCluster):
 
 def deliver(pipeline: Pipeline, raw: dict, now):
     attributes = {k: v for k, v in raw.items() if k not in ("data", "data_base64")}
-    return pipeline.handle(parse_event(attributes, raw.get("data")), now)
+    return pipeline.handle(parse_event(attributes, json_bytes(raw["data"]) if "data" in raw else None), now)
 
 
 @settings(max_examples=EXAMPLES, **PROPERTY)
-@given(scenario=scenarios(settings_strategy(max_deletes=st.sampled_from([1, 2, 1000]))),
-       rng=st.randoms(use_true_random=False))
+@given(
+    scenario=scenarios(settings_strategy(max_deletes=st.sampled_from([1, 2, 1000]))),
+    rng=st.randoms(use_true_random=False),
+)
 def test_live_notifications_late_duplicated_or_lost_then_sweep(scenario, rng: random.Random):
     events = scenario.events
     config = Settings(**scenario.settings)
@@ -202,13 +232,14 @@ def test_live_notifications_late_duplicated_or_lost_then_sweep(scenario, rng: ra
 
 def _parsed(e: WorldEvent):
     """The world change as the simulated API server stores it."""
-    from function.objects import parse_job, parse_pod
+    from podsweeper.objects import parse_job, parse_pod
     from tests.reliability.world import render_job, render_pod
 
     return parse_job(render_job(e.spec)) if isinstance(e.spec, JobSpec) else parse_pod(render_pod(e.spec))
 
 
 # -- the generator covers what the issue names --------------------------------------------------
+
 
 @settings(max_examples=EXAMPLES, **PROPERTY)
 @given(scenario=scenarios())

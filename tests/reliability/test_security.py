@@ -21,27 +21,54 @@ from pathlib import Path
 import pytest
 import requests
 
-from function.config import Settings
+from podsweeper.config import Settings
 from tests.fixtures import scenarios
-from tests.fixtures.builders import at, container_status as cs, event, job, ping, pod
+from tests.fixtures.builders import at, event, job, ping, pod
+from tests.fixtures.builders import container_status as cs
 from tests.http.server import binary_headers
 from tests.integration.k8s import Operator
 from tests.reliability import figures
 from tests.reliability.served import ALL_LOGS, SECRET, Served
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGE = ROOT / "function"
+PACKAGE = ROOT / "function" / "podsweeper"
 BODY_LIMIT = 65_536
 
 # -- no shell, no eval -------------------------------------------------------------------------
 
 BANNED_CALLS = {"eval", "exec", "compile", "__import__", "execfile", "input"}
-BANNED_MODULES = {"subprocess", "pickle", "cPickle", "marshal", "shelve", "dill", "pty", "commands",
-                  "importlib", "code", "codeop", "ctypes"}
-BANNED_ATTRIBUTES = {("os", "system"), ("os", "popen"), ("os", "execv"), ("os", "execve"), ("os", "execl"),
-                     ("os", "execlp"), ("os", "execvp"), ("os", "spawnl"), ("os", "spawnv"), ("os", "fork"),
-                     ("os", "posix_spawn"), ("yaml", "load"), ("yaml", "unsafe_load"), ("yaml", "full_load"),
-                     ("yaml", "load_all"), ("yaml", "unsafe_load_all")}
+BANNED_MODULES = {
+    "subprocess",
+    "pickle",
+    "cPickle",
+    "marshal",
+    "shelve",
+    "dill",
+    "pty",
+    "commands",
+    "importlib",
+    "code",
+    "codeop",
+    "ctypes",
+}
+BANNED_ATTRIBUTES = {
+    ("os", "system"),
+    ("os", "popen"),
+    ("os", "execv"),
+    ("os", "execve"),
+    ("os", "execl"),
+    ("os", "execlp"),
+    ("os", "execvp"),
+    ("os", "spawnl"),
+    ("os", "spawnv"),
+    ("os", "fork"),
+    ("os", "posix_spawn"),
+    ("yaml", "load"),
+    ("yaml", "unsafe_load"),
+    ("yaml", "full_load"),
+    ("yaml", "load_all"),
+    ("yaml", "unsafe_load_all"),
+}
 
 
 def banned_uses(path: Path) -> list[str]:
@@ -51,11 +78,16 @@ def banned_uses(path: Path) -> list[str]:
         where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', '?')}"
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in BANNED_CALLS:
             found.append(f"{where} calls {node.func.id}()")
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-                and (node.value.id, node.attr) in BANNED_ATTRIBUTES:
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and (node.value.id, node.attr) in BANNED_ATTRIBUTES
+        ):
             found.append(f"{where} uses {node.value.id}.{node.attr}")
         if isinstance(node, ast.Import):
-            found += [f"{where} imports {a.name}" for a in node.names if a.name.split(".")[0] in BANNED_MODULES]
+            found += [
+                f"{where} imports {a.name}" for a in node.names if a.name.split(".")[0] in BANNED_MODULES
+            ]
         if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in BANNED_MODULES:
             found.append(f"{where} imports from {node.module}")
         if isinstance(node, ast.keyword) and node.arg == "shell":
@@ -73,8 +105,10 @@ def test_the_package_never_evaluates_executes_unpickles_or_shells_out():
 
 def test_the_scan_would_see_them():
     """The scanner itself: each banned form in a snippet is reported."""
-    snippet = ("import subprocess, pickle\nfrom importlib import import_module\nimport os, yaml\n"
-               "eval('1')\nexec('x=1')\nos.system('id')\nyaml.load('a')\nsubprocess.run('id', shell=True)\n")
+    snippet = (
+        "import subprocess, pickle\nfrom importlib import import_module\nimport os, yaml\n"
+        "eval('1')\nexec('x=1')\nos.system('id')\nyaml.load('a')\nsubprocess.run('id', shell=True)\n"
+    )
     path = PACKAGE.parent / "out" / "banned_snippet.py"
     path.parent.mkdir(exist_ok=True)
     path.write_text(snippet)
@@ -82,24 +116,38 @@ def test_the_scan_would_see_them():
         found = " ".join(banned_uses(path))
     finally:
         path.unlink()
-    for needle in ("imports subprocess", "imports pickle", "importlib", "calls eval", "calls exec",
-                   "os.system", "yaml.load", "shell="):
+    for needle in (
+        "imports subprocess",
+        "imports pickle",
+        "importlib",
+        "calls eval",
+        "calls exec",
+        "os.system",
+        "yaml.load",
+        "shell=",
+    ):
         assert needle in found, needle
 
 
 # -- request body limit ------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory):
     """A served function with a 64 KiB body limit and no API behind it."""
-    from tests.http.server import free_port
-    from tests.http.server import UNREACHABLE_KUBECONFIG
+    from tests.http.server import UNREACHABLE_KUBECONFIG, free_port
 
     directory = tmp_path_factory.mktemp("limited")
     kubeconfig = directory / "kubeconfig"
     kubeconfig.write_text(UNREACHABLE_KUBECONFIG % free_port())
-    with Served({"KUBECONFIG": str(kubeconfig), "PODSWEEPER_MAX_BODY_BYTES": str(BODY_LIMIT),
-                 "PODSWEEPER_EVENT_TIMEOUT_SECONDS": "2"}, directory / "server.log") as served:
+    with Served(
+        {
+            "KUBECONFIG": str(kubeconfig),
+            "PODSWEEPER_MAX_BODY_BYTES": str(BODY_LIMIT),
+            "PODSWEEPER_EVENT_TIMEOUT_SECONDS": "2",
+        },
+        directory / "server.log",
+    ) as served:
         yield served
 
 
@@ -115,7 +163,9 @@ def test_body_limit_with_content_length(limited):
     fill = BODY_LIMIT - len(body)
     at_limit = irrelevant(fill)[1]
     assert len(at_limit) == BODY_LIMIT
-    assert requests.post(limited.url, data=at_limit, headers=binary_headers(raw), timeout=10).status_code == 200
+    assert (
+        requests.post(limited.url, data=at_limit, headers=binary_headers(raw), timeout=10).status_code == 200
+    )
     over = irrelevant(fill + 1)[1]
     response = requests.post(limited.url, data=over, headers=binary_headers(raw), timeout=10)
     assert response.status_code == 400 and "limit" in response.text
@@ -138,7 +188,10 @@ def test_body_limit_without_content_length(limited):
     response = requests.post(limited.url, data=chunks(), headers=binary_headers(raw), timeout=60)
     assert response.status_code == 400 and "limit" in response.text
     assert limited.rss() - rss < 16 * 1024 * 1024
-    assert requests.post(limited.url, data=irrelevant()[1], headers=binary_headers(raw), timeout=10).status_code == 200
+    assert (
+        requests.post(limited.url, data=irrelevant()[1], headers=binary_headers(raw), timeout=10).status_code
+        == 200
+    )
 
 
 def test_default_body_limit_is_four_mebibytes():
@@ -146,6 +199,7 @@ def test_default_body_limit_is_four_mebibytes():
 
 
 # -- no secrets in logs ------------------------------------------------------------------------
+
 
 def assert_no_secret(text: str, where: str) -> None:
     assert SECRET not in text, f"{where} shows a pod's env value"
@@ -158,24 +212,36 @@ def test_every_decision_path_logs_no_env_value(control_plane, admin_api, namespa
     finished = operator.create_job(name="done")
     for index in range(2):
         worker = operator.create_pod(finished, "Worker", index)
-        operator.set_pod_status(worker, "Running", [cs(state="waiting", reason="CrashLoopBackOff",
-                                                       restarts=9, last_exit=137)])
+        operator.set_pod_status(
+            worker, "Running", [cs(state="waiting", reason="CrashLoopBackOff", restarts=9, last_exit=137)]
+        )
     skipped = operator.create_pod(finished, "Worker", 5, annotations={"podsweeper.dev/skip": "true"})
     operator.set_pod_status(skipped, "Running", [cs()])
     finished = operator.set_job_conditions(finished, [("Created", at(0)), ("Succeeded", at(30))])
     looping = operator.create_job(kind="TFJob", name="loop")  # no backoffLimit: warnings
     for index in range(2):
         worker = operator.create_pod(looping, "Worker", index)
-        operator.set_pod_status(worker, "Running", [cs(state="waiting", reason="CrashLoopBackOff", restarts=9)])
+        operator.set_pod_status(
+            worker, "Running", [cs(state="waiting", reason="CrashLoopBackOff", restarts=9)]
+        )
     gone = operator.create_job(kind="JAXJob", name="gone")
     operator.create_pod(gone, "Worker", 0)
     operator.custom.delete_namespaced_custom_object("kubeflow.org", "v1", namespace, "jaxjobs", "gone")
 
     kubeconfig = control_plane.write_kubeconfig(tmp_path / "function.kubeconfig", "function")
-    base = {"KUBECONFIG": str(kubeconfig), "PODSWEEPER_NAMESPACES": namespace, "PODSWEEPER_ORPHAN_GRACE_SECONDS": "0"}
+    base = {
+        "KUBECONFIG": str(kubeconfig),
+        "PODSWEEPER_NAMESPACES": namespace,
+        "PODSWEEPER_ORPHAN_GRACE_SECONDS": "0",
+    }
     answers = []
-    events = [event("add", looping, at(1)), event("update", looping_pod(operator, "loop-worker-0"), at(2)),
-              event("update", finished, at(30)), event("delete", gone, at(31)), ping(at(40))]
+    events = [
+        event("add", looping, at(1)),
+        event("update", looping_pod(operator, "loop-worker-0"), at(2)),
+        event("update", finished, at(30)),
+        event("delete", gone, at(31)),
+        ping(at(40)),
+    ]
     with Served({**base, "PODSWEEPER_DRY_RUN": "true"}, tmp_path / "dry.log") as dry:
         answers += [post(dry, raw) for raw in events]
         dry_log = dry.log()
@@ -189,8 +255,11 @@ def test_every_decision_path_logs_no_env_value(control_plane, admin_api, namespa
     assert {"deleted", "warned", None} <= {d["result"] for d in decisions}, decisions
     assert {"skip", "delete", "warn"} <= {d["action"] for d in decisions}
     assert operator.events("PodsCleanedUp") and operator.events("CrashLoopWithoutLimit")
-    for text, where in ((dry_log, "the dry-run server's log"), (live_log, "the server's log"),
-                        (json.dumps(decisions), "a decision line")):
+    for text, where in (
+        (dry_log, "the dry-run server's log"),
+        (live_log, "the server's log"),
+        (json.dumps(decisions), "a decision line"),
+    ):
         assert_no_secret(text, where)
     for item in operator.core.list_namespaced_event(namespace).items:
         assert_no_secret(item.message or "", f"Event {item.reason}")
@@ -200,11 +269,15 @@ def test_every_decision_path_logs_no_env_value(control_plane, admin_api, namespa
 
 
 def looping_pod(operator: Operator, name: str) -> dict:
-    return json.loads(operator.core.read_namespaced_pod(name, operator.namespace, _preload_content=False).data)
+    return json.loads(
+        operator.core.read_namespaced_pod(name, operator.namespace, _preload_content=False).data
+    )
 
 
 def post(served: Served, raw: dict) -> tuple[int, str]:
-    response = requests.post(served.url, data=json.dumps(raw.get("data")), headers=binary_headers(raw), timeout=30)
+    response = requests.post(
+        served.url, data=json.dumps(raw.get("data")), headers=binary_headers(raw), timeout=30
+    )
     return response.status_code, response.text
 
 
@@ -213,8 +286,13 @@ def test_replay_output_shows_no_env_value(tmp_path):
     files = [str(path) for path in sorted(Path(scenarios.__file__).parent.glob("*.jsonl"))]
     assert files and all(SECRET in Path(f).read_text() for f in files[:1])
     for flags in ([], ["--json"]):
-        result = subprocess.run([sys.executable, "-m", "function", "replay", *files, *flags],
-                                capture_output=True, text=True, timeout=120, cwd=ROOT)
+        result = subprocess.run(
+            [sys.executable, "-m", "podsweeper", "replay", *files, *flags],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+        )
         assert result.returncode == 0, result.stderr
         assert_no_secret(result.stdout + result.stderr, f"replay {' '.join(flags)}")
 
@@ -228,6 +306,7 @@ def test_no_served_function_of_this_run_logged_an_env_value():
 
 
 # -- least privilege ---------------------------------------------------------------------------
+
 
 def discover(session: requests.Session, url: str) -> list[tuple[str, str, bool, list[str]]]:
     """(group/version path prefix, resource, namespaced, verbs) for every resource the API serves."""
@@ -252,11 +331,15 @@ def session(control_plane, user: str) -> requests.Session:
 
 
 @pytest.mark.integration
-def test_the_shipped_rbac_cannot_read_secrets_or_delete_anything_but_pods(control_plane, admin_api, namespace):
+def test_the_shipped_rbac_cannot_read_secrets_or_delete_anything_but_pods(
+    control_plane, admin_api, namespace
+):
     admin, function = (session(control_plane, user) for user in ("admin", "function"))
     url = control_plane.url
-    admin.post(f"{url}/api/v1/namespaces/{namespace}/secrets",
-               json={"metadata": {"name": "token"}, "stringData": {"key": SECRET}}).raise_for_status()
+    admin.post(
+        f"{url}/api/v1/namespaces/{namespace}/secrets",
+        json={"metadata": {"name": "token"}, "stringData": {"key": SECRET}},
+    ).raise_for_status()
 
     denied, checked = [], 0
 
@@ -277,18 +360,34 @@ def test_the_shipped_rbac_cannot_read_secrets_or_delete_anything_but_pods(contro
     for prefix, resource, namespaced, verbs in resources:
         base = f"{prefix}/namespaces/{namespace}/{resource}" if namespaced else f"{prefix}/{resource}"
         if "delete" in verbs:
-            expect(404 if (prefix, resource) == ("/api/v1", "pods") else 403, "DELETE", f"{base}/no-such-object")
+            expect(
+                404 if (prefix, resource) == ("/api/v1", "pods") else 403, "DELETE", f"{base}/no-such-object"
+            )
         if "deletecollection" in verbs:
             expect(403, "DELETE", base)
     # Nor any way around it: evicting, exec, impersonating, granting itself more.
-    expect(403, "POST", f"/api/v1/namespaces/{namespace}/pods/p/eviction",
-           json={"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p"}})
+    expect(
+        403,
+        "POST",
+        f"/api/v1/namespaces/{namespace}/pods/p/eviction",
+        json={"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p"}},
+    )
     expect(403, "POST", f"/api/v1/namespaces/{namespace}/pods/p/exec?command=id")
     expect(403, "GET", "/api/v1/namespaces", headers={"Impersonate-User": "podsweeper-test-admin"})
-    expect(403, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-           json={"metadata": {"name": "escalate"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
-                                                               "kind": "ClusterRole", "name": "cluster-admin"},
-                 "subjects": [{"kind": "ServiceAccount", "name": "podsweeper", "namespace": "podsweeper"}]})
+    expect(
+        403,
+        "POST",
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        json={
+            "metadata": {"name": "escalate"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "cluster-admin",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "podsweeper", "namespace": "podsweeper"}],
+        },
+    )
     assert not denied, denied
     assert len(resources) > 40 and checked > 60
     figures.add("security: RBAC requests refused as the function user", checked - 1)

@@ -49,19 +49,19 @@ CONDITION_SETS = (
 
 # How a pod is tied to a job. `attached` styles point at a generated job.
 OWNERSHIP = (
-    "owned",                # controller ownerReference + v1.6 labels (what the operator makes)
+    "owned",  # controller ownerReference + v1.6 labels (what the operator makes)
 ) * 8 + (
-    "owned-legacy",         # controller ownerReference + pre-v1.6 labels only
-    "labels-only",          # no owner; job-name + operator-name labels
-    "labels-only-legacy",   # no owner; group-name/job-name + operator-name labels
-    "labels-no-operator",   # no owner; job-name only: kind cannot be told
-    "owned-no-labels",      # controller ownerReference, no labels (not listable by label)
-    "non-controller-owner", # ownerReference with controller false + labels
-    "foreign",              # controlled by a ReplicaSet, yet wearing training labels
-    "wrong-group",          # controller "PyTorchJob" of another API group
-    "mismatched-label",     # owner is one job, job-name label names another
-    "other-kind-label",     # no owner; operator-name names another kind than the job's
-    "bare",                 # nothing: a pod of no job
+    "owned-legacy",  # controller ownerReference + pre-v1.6 labels only
+    "labels-only",  # no owner; job-name + operator-name labels
+    "labels-only-legacy",  # no owner; group-name/job-name + operator-name labels
+    "labels-no-operator",  # no owner; job-name only: kind cannot be told
+    "owned-no-labels",  # controller ownerReference, no labels (not listable by label)
+    "non-controller-owner",  # ownerReference with controller false + labels
+    "foreign",  # controlled by a ReplicaSet, yet wearing training labels
+    "wrong-group",  # controller "PyTorchJob" of another API group
+    "mismatched-label",  # owner is one job, job-name label names another
+    "other-kind-label",  # no owner; operator-name names another kind than the job's
+    "bare",  # nothing: a pod of no job
 )
 CONTAINER_STATES = ("running", "crashloop", "crashloop", "creating", "terminated")
 
@@ -154,21 +154,38 @@ class Scenario:
 
 # -- rendering -------------------------------------------------------------------------
 
+
 def render_job(spec: JobSpec) -> dict:
     replicas = {"Master": 1, "Worker": 2} if spec.kind != "MPIJob" else {"Launcher": 1, "Worker": 2}
-    obj = builders.job(spec.kind, spec.name, spec.namespace, clean_pod_policy=spec.run_policy_clean,
-                       backoff_limit=spec.backoff_limit, replicas=replicas,
-                       restart_policy=spec.restart_policy, job_uid=spec.uid,
-                       annotations={"podsweeper.dev/skip": spec.skip} if spec.skip is not None else {},
-                       active_deadline=spec.active_deadline)
+    obj = builders.job(
+        spec.kind,
+        spec.name,
+        spec.namespace,
+        clean_pod_policy=spec.run_policy_clean,
+        backoff_limit=spec.backoff_limit,
+        replicas=replicas,
+        restart_policy=spec.restart_policy,
+        job_uid=spec.uid,
+        annotations={"podsweeper.dev/skip": spec.skip} if spec.skip is not None else {},
+        active_deadline=spec.active_deadline,
+    )
     obj["apiVersion"] = spec.api_version
     if spec.top_level_clean is not None:
         obj["spec"]["cleanPodPolicy"] = spec.top_level_clean
     if spec.conditions:
-        obj["status"] = {"conditions": [
-            {"type": t, "status": s, "reason": f"{spec.kind}{t}", "message": "generated",
-             "lastUpdateTime": builders.stamp(T0), "lastTransitionTime": builders.stamp(T0)}
-            for t, s in spec.conditions]}
+        obj["status"] = {
+            "conditions": [
+                {
+                    "type": t,
+                    "status": s,
+                    "reason": f"{spec.kind}{t}",
+                    "message": "generated",
+                    "lastUpdateTime": builders.stamp(T0),
+                    "lastTransitionTime": builders.stamp(T0),
+                }
+                for t, s in spec.conditions
+            ]
+        }
     return obj
 
 
@@ -182,19 +199,42 @@ def render_pod(spec: PodSpec) -> dict:
         if c.state == "running":
             containers.append(builders.container_status(state="running", restarts=c.restarts, name=name))
         elif c.state == "crashloop":
-            containers.append(builders.container_status(state="waiting", reason="CrashLoopBackOff",
-                                                        restarts=c.restarts, last_exit=c.exit_code, name=name))
+            containers.append(
+                builders.container_status(
+                    state="waiting",
+                    reason="CrashLoopBackOff",
+                    restarts=c.restarts,
+                    last_exit=c.exit_code,
+                    name=name,
+                )
+            )
         elif c.state == "creating":
-            containers.append(builders.container_status(state="waiting", reason="ContainerCreating",
-                                                        restarts=c.restarts, name=name))
+            containers.append(
+                builders.container_status(
+                    state="waiting", reason="ContainerCreating", restarts=c.restarts, name=name
+                )
+            )
         else:
-            containers.append(builders.container_status(state="terminated", exit_code=c.exit_code,
-                                                        reason="Error" if c.exit_code else "Completed",
-                                                        restarts=c.restarts, name=name))
-    obj = builders.pod(_TEMPLATE_JOB, "Worker", 0, phase=spec.phase, containers=containers or None,
-                       created=spec.created or T0, pod_uid=spec.uid,
-                       annotations={"podsweeper.dev/skip": spec.skip} if spec.skip is not None else {},
-                       deleting_at=spec.created or T0 if spec.terminating else None)
+            containers.append(
+                builders.container_status(
+                    state="terminated",
+                    exit_code=c.exit_code,
+                    reason="Error" if c.exit_code else "Completed",
+                    restarts=c.restarts,
+                    name=name,
+                )
+            )
+    obj = builders.pod(
+        _TEMPLATE_JOB,
+        "Worker",
+        0,
+        phase=spec.phase,
+        containers=containers or None,
+        created=spec.created or T0,
+        pod_uid=spec.uid,
+        annotations={"podsweeper.dev/skip": spec.skip} if spec.skip is not None else {},
+        deleting_at=spec.created or T0 if spec.terminating else None,
+    )
     meta = obj["metadata"]
     meta["name"], meta["namespace"] = spec.name, spec.namespace
     if spec.labels:
@@ -202,8 +242,13 @@ def render_pod(spec: PodSpec) -> dict:
     else:
         meta.pop("labels", None)
     if spec.owner is not None:
-        ref = {"apiVersion": spec.owner.api_version, "kind": spec.owner.kind, "name": spec.owner.name,
-               "uid": spec.owner.uid, "blockOwnerDeletion": True}
+        ref = {
+            "apiVersion": spec.owner.api_version,
+            "kind": spec.owner.kind,
+            "name": spec.owner.name,
+            "uid": spec.owner.uid,
+            "blockOwnerDeletion": True,
+        }
         if spec.owner.controller is not None:
             ref["controller"] = spec.owner.controller
         meta["ownerReferences"] = [ref]
@@ -227,17 +272,20 @@ def render(event: WorldEvent, mode: str = "resource", event_id: str | None = Non
 
 # -- strategies ------------------------------------------------------------------------
 
+
 def settings_strategy(*, max_deletes=st.just(1000), dry_run=st.just(False)) -> st.SearchStrategy[dict]:
-    return st.fixed_dictionaries({
-        "namespaces": st.sampled_from(["", "", "default,team-a,kube-system", "team-b"]),
-        "exclude_namespaces": st.sampled_from(["kube-system", "kube-system", "kube-system,team-a", ""]),
-        "orphan_grace_seconds": st.sampled_from([0, 30, 120]),
-        "crashloop_restarts": st.sampled_from([1, 3, 5]),
-        "crashloop_action": st.sampled_from(["warn", "delete"]),
-        "sweep_active_pods": st.sampled_from([True, True, True, False]),
-        "max_deletes_per_event": max_deletes,
-        "dry_run": dry_run,
-    })
+    return st.fixed_dictionaries(
+        {
+            "namespaces": st.sampled_from(["", "", "default,team-a,kube-system", "team-b"]),
+            "exclude_namespaces": st.sampled_from(["kube-system", "kube-system", "kube-system,team-a", ""]),
+            "orphan_grace_seconds": st.sampled_from([0, 30, 120]),
+            "crashloop_restarts": st.sampled_from([1, 3, 5]),
+            "crashloop_action": st.sampled_from(["warn", "delete"]),
+            "sweep_active_pods": st.sampled_from([True, True, True, False]),
+            "max_deletes_per_event": max_deletes,
+            "dry_run": dry_run,
+        }
+    )
 
 
 @st.composite
@@ -250,7 +298,10 @@ def _job_line(draw, index: int) -> list[JobSpec]:
     incarnations = []
     for life in range(draw(st.integers(1, 2))):
         base = dict(
-            kind=kind, api_version=draw(st.sampled_from(versions)), namespace=namespace, name=name,
+            kind=kind,
+            api_version=draw(st.sampled_from(versions)),
+            namespace=namespace,
+            name=name,
             uid=f"job-{index}-{life}-{kind}-{namespace}-{name}",
             run_policy_clean=draw(st.sampled_from(CLEAN_POLICIES)),
             top_level_clean=draw(st.sampled_from(CLEAN_POLICIES)) if kind == "MPIJob" else None,
@@ -260,27 +311,46 @@ def _job_line(draw, index: int) -> list[JobSpec]:
         )
         states = []
         for _ in range(draw(st.integers(1, 4))):
-            states.append(JobSpec(**base, skip=draw(st.sampled_from(SKIP_VALUES)),
-                                  conditions=draw(st.sampled_from(CONDITION_SETS))))
+            states.append(
+                JobSpec(
+                    **base,
+                    skip=draw(st.sampled_from(SKIP_VALUES)),
+                    conditions=draw(st.sampled_from(CONDITION_SETS)),
+                )
+            )
         incarnations.append((states, draw(st.integers(0, 2)) == 0))  # (states, deleted at the end)
     return incarnations
 
 
 def _labels(style: str, job_name: str, kind: str) -> tuple[tuple[str, str], ...]:
     operator = f"{kind.lower()}-controller"
-    v16 = (("training.kubeflow.org/job-name", job_name), ("training.kubeflow.org/operator-name", operator),
-           ("training.kubeflow.org/replica-type", "worker"))
+    v16 = (
+        ("training.kubeflow.org/job-name", job_name),
+        ("training.kubeflow.org/operator-name", operator),
+        ("training.kubeflow.org/replica-type", "worker"),
+    )
     legacy = (("group-name", "kubeflow.org"), ("job-name", job_name), ("replica-type", "worker"))
     return {
-        "owned": v16, "owned-legacy": legacy, "labels-only": v16,
+        "owned": v16,
+        "owned-legacy": legacy,
+        "labels-only": v16,
         "labels-only-legacy": legacy + (("training.kubeflow.org/operator-name", operator),),
         "labels-no-operator": (("training.kubeflow.org/job-name", job_name),),
-        "owned-no-labels": (), "non-controller-owner": v16, "foreign": v16, "wrong-group": v16,
-        "mismatched-label": (("training.kubeflow.org/job-name", job_name + "-other"),
-                             ("training.kubeflow.org/operator-name", operator)),
-        "other-kind-label": (("training.kubeflow.org/job-name", job_name),
-                             ("training.kubeflow.org/operator-name",
-                              ("tfjob" if kind != "TFJob" else "pytorchjob") + "-controller")),
+        "owned-no-labels": (),
+        "non-controller-owner": v16,
+        "foreign": v16,
+        "wrong-group": v16,
+        "mismatched-label": (
+            ("training.kubeflow.org/job-name", job_name + "-other"),
+            ("training.kubeflow.org/operator-name", operator),
+        ),
+        "other-kind-label": (
+            ("training.kubeflow.org/job-name", job_name),
+            (
+                "training.kubeflow.org/operator-name",
+                ("tfjob" if kind != "TFJob" else "pytorchjob") + "-controller",
+            ),
+        ),
         "bare": (),
     }[style]
 
@@ -301,8 +371,11 @@ def _owner(style: str, job: JobSpec | None, job_name: str, kind: str, uid: str) 
 @st.composite
 def _container(draw) -> ContainerSpec:
     state = draw(st.sampled_from(CONTAINER_STATES))
-    return ContainerSpec(state, draw(st.sampled_from([0, 1, 3, 5, 8])),
-                         draw(st.sampled_from([None, 0, 1, 137])) if state in ("crashloop", "terminated") else None)
+    return ContainerSpec(
+        state,
+        draw(st.sampled_from([0, 1, 3, 5, 8])),
+        draw(st.sampled_from([None, 0, 1, 137])) if state in ("crashloop", "terminated") else None,
+    )
 
 
 @st.composite
@@ -317,19 +390,30 @@ def _pod_track(draw, index: int, lines: list) -> tuple[list[PodSpec], bool]:
         job, kind = None, draw(st.sampled_from(KINDS))
         namespace, job_name = draw(st.sampled_from(NAMESPACES)), draw(st.sampled_from(JOB_NAMES))
         owner_uid = f"never-seen-{kind}-{job_name}"
-    name = f"{job_name}-worker-{draw(st.integers(0, 2))}" if style != "bare" else f"stray-{draw(st.integers(0, 1))}"
+    name = (
+        f"{job_name}-worker-{draw(st.integers(0, 2))}"
+        if style != "bare"
+        else f"stray-{draw(st.integers(0, 1))}"
+    )
     created_choice = draw(st.sampled_from(["at-add", "at-add", "old", "none"]))
     created = {"old": T0 - timedelta(hours=1), "none": None}.get(created_choice)  # at-add: filled in later
     states, terminating = [], False
     for _ in range(draw(st.integers(1, 4))):
         terminating = terminating or draw(st.integers(0, 9)) == 0
-        states.append(dict(
-            namespace=namespace, name=name, uid=f"pod-{index}",
-            owner=_owner(style, job, job_name, kind, owner_uid), labels=_labels(style, job_name, kind),
-            phase=draw(st.sampled_from(PHASES)),
-            containers=tuple(draw(st.lists(_container(), max_size=2))),
-            skip=draw(st.sampled_from(SKIP_VALUES)), terminating=terminating,
-            created=created if created_choice != "at-add" else "at-add"))
+        states.append(
+            dict(
+                namespace=namespace,
+                name=name,
+                uid=f"pod-{index}",
+                owner=_owner(style, job, job_name, kind, owner_uid),
+                labels=_labels(style, job_name, kind),
+                phase=draw(st.sampled_from(PHASES)),
+                containers=tuple(draw(st.lists(_container(), max_size=2))),
+                skip=draw(st.sampled_from(SKIP_VALUES)),
+                terminating=terminating,
+                created=created if created_choice != "at-add" else "at-add",
+            )
+        )
     return states, draw(st.integers(0, 3)) == 0  # deleted by someone at the end
 
 
@@ -370,19 +454,22 @@ def scenarios(draw, settings=None) -> Scenario:
         key = (states[0]["namespace"], states[0]["name"])
         t = max(draw(st.integers(0, 900)), pod_lives.get(key, -1) + 1)
         created = T0 + timedelta(seconds=t)
-        specs = [PodSpec(**{**s, "created": created if s["created"] == "at-add" else s["created"]})
-                 for s in states]
+        specs = [
+            PodSpec(**{**s, "created": created if s["created"] == "at-add" else s["created"]}) for s in states
+        ]
         pod_lives[key] = track(specs, deleted, t)
     for _ in range(draw(st.integers(0, 3))):
         timed.append((draw(st.integers(0, 1500)), order, "ping", None))
         order += 1
     timed.sort(key=lambda item: (item[0], item[1]))
-    events = [WorldEvent(verb, spec, T0 + timedelta(seconds=t), seq)
-              for seq, (t, _, verb, spec) in enumerate(timed)]
+    events = [
+        WorldEvent(verb, spec, T0 + timedelta(seconds=t), seq) for seq, (t, _, verb, spec) in enumerate(timed)
+    ]
     return Scenario(chosen, events)
 
 
 # -- stream variants -------------------------------------------------------------------
+
 
 def interleave(events: list, rng: random.Random, key=lambda e: e.order_key) -> list:
     """A uniformly random interleaving that keeps the relative order of events with one key."""

@@ -45,7 +45,7 @@ class StackError(RuntimeError):
 
 def _tail(path: Path, lines: int = 40) -> str:
     try:
-        return "\n".join(l[:600] for l in path.read_text(errors="replace").splitlines()[-lines:])
+        return "\n".join(line[:600] for line in path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
 
@@ -77,8 +77,16 @@ def functions_framework_command() -> str:
 class FunctionServer:
     """The function under functions-framework; ready once GET /healthz answers 200."""
 
-    def __init__(self, kubeconfig: str | Path, namespaces: list[str], *, env: dict | None = None,
-                 workdir: Path, log=sys.stderr, ready_timeout: float = 30.0):
+    def __init__(
+        self,
+        kubeconfig: str | Path,
+        namespaces: list[str],
+        *,
+        env: dict | None = None,
+        workdir: Path,
+        log=sys.stderr,
+        ready_timeout: float = 30.0,
+    ):
         self.kubeconfig = Path(kubeconfig)
         self.namespaces = namespaces
         self.extra_env = dict(env or {})
@@ -100,24 +108,44 @@ class FunctionServer:
         while self.port == 8080:  # the receive adapter's probe port
             self.port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("PODSWEEPER_")}
-        env.update({
-            "KUBECONFIG": str(self.kubeconfig),
-            "PODSWEEPER_NAMESPACES": ",".join(self.namespaces),
-            "PYTHONUNBUFFERED": "1",
-            **self.extra_env,
-        })
-        argv = [functions_framework_command(), "--source", str(REPO_ROOT / "function" / "main.py"),
-                "--target", "handle", "--signature-type", "cloudevent",
-                "--host", "127.0.0.1", "--port", str(self.port)]
+        env.update(
+            {
+                "KUBECONFIG": str(self.kubeconfig),
+                "PODSWEEPER_NAMESPACES": ",".join(self.namespaces),
+                "PYTHONUNBUFFERED": "1",
+                **self.extra_env,
+            }
+        )
+        argv = [
+            functions_framework_command(),
+            "--source",
+            str(REPO_ROOT / "function" / "main.py"),
+            "--target",
+            "handle",
+            "--signature-type",
+            "cloudevent",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+        ]
         with self.log_path.open("ab") as out:
-            self.proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
-                                         stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                         preexec_fn=_die_with_parent(os.getpid()))
+            self.proc = subprocess.Popen(
+                argv,
+                cwd=REPO_ROOT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent(os.getpid()),
+            )
         deadline = time.monotonic() + self.ready_timeout
         while True:
             if self.proc.poll() is not None:
-                raise StackError(f"functions-framework exited with {self.proc.returncode}:\n"
-                                 f"{_tail(self.log_path)}")
+                raise StackError(
+                    f"functions-framework exited with {self.proc.returncode}:\n{_tail(self.log_path)}"
+                )
             try:
                 if requests.get(f"{self.url}/healthz", timeout=1).status_code == 200:
                     break
@@ -125,12 +153,17 @@ class FunctionServer:
                 pass
             if time.monotonic() > deadline:
                 self.stop()
-                raise StackError(f"function not healthy after {self.ready_timeout:.0f}s:\n"
-                                 f"{_tail(self.log_path)}")
+                raise StackError(
+                    f"function not healthy after {self.ready_timeout:.0f}s:\n{_tail(self.log_path)}"
+                )
             time.sleep(0.05)
         self.started_in = time.monotonic() - started
-        print(f"function: serving on {self.url} for namespace(s) {','.join(self.namespaces)} "
-              f"after {self.started_in:.1f}s", file=self.log, flush=True)
+        print(
+            f"function: serving on {self.url} for namespace(s) {','.join(self.namespaces)} "
+            f"after {self.started_in:.1f}s",
+            file=self.log,
+            flush=True,
+        )
         return self
 
     def post(self, event: dict) -> requests.Response:
@@ -143,18 +176,29 @@ class FunctionServer:
         """One backstop sweep, so the first real event does not pay for the function's lazy
         start (importing the kubernetes client, the first TLS connection): a deployed
         function gets the same from its PingSource, or from earlier events."""
-        response = self.post({"specversion": "1.0", "id": f"warm-up-{time.time_ns()}",
-                              "source": "tests.stack", "type": "dev.knative.sources.ping",
-                              "datacontenttype": "application/json", "data": {}})
+        response = self.post(
+            {
+                "specversion": "1.0",
+                "id": f"warm-up-{time.time_ns()}",
+                "source": "tests.stack",
+                "type": "dev.knative.sources.ping",
+                "datacontenttype": "application/json",
+                "data": {},
+            }
+        )
         if response.status_code != 200:
-            raise StackError(f"warm-up sweep answered {response.status_code}: {response.text}\n"
-                             f"{_tail(self.log_path)}")
+            raise StackError(
+                f"warm-up sweep answered {response.status_code}: {response.text}\n{_tail(self.log_path)}"
+            )
 
     def events_handled(self) -> float:
         """podsweeper_events_total summed over its labels, from /metrics."""
         text = requests.get(f"{self.url}/metrics", timeout=5).text
-        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                   if line.startswith("podsweeper_events_total{"))
+        return sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("podsweeper_events_total{")
+        )
 
     def wait_idle(self, quiet: float = 0.5, timeout: float = 15.0) -> None:
         """Return once no event has been handled for `quiet` seconds (in-flight ones done)."""
@@ -225,9 +269,12 @@ class Kubelet:
             time.sleep(self.delay)
         try:
             self.core.delete_namespaced_pod(
-                meta["name"], self.namespace, grace_period_seconds=0,
+                meta["name"],
+                self.namespace,
+                grace_period_seconds=0,
                 body={"preconditions": {"uid": meta["uid"]}, "gracePeriodSeconds": 0},
-                _preload_content=False)
+                _preload_content=False,
+            )
         except ApiException as error:
             if error.status not in (404, 409):
                 raise
@@ -239,15 +286,21 @@ class Kubelet:
         while not self._stop.is_set():
             try:
                 self._response = self.core.list_namespaced_pod(
-                    self.namespace, watch=True, resource_version=self._version,
-                    allow_watch_bookmarks=True, timeout_seconds=60, _preload_content=False,
-                    _request_timeout=(5, 90))
+                    self.namespace,
+                    watch=True,
+                    resource_version=self._version,
+                    allow_watch_bookmarks=True,
+                    timeout_seconds=60,
+                    _preload_content=False,
+                    _request_timeout=(5, 90),
+                )
                 for line in iter_resp_lines(self._response):
                     change = json.loads(line)
                     obj = change.get("object") or {}
                     if change.get("type") == "ERROR":
-                        body = json.loads(self.core.list_namespaced_pod(
-                            self.namespace, _preload_content=False).data)
+                        body = json.loads(
+                            self.core.list_namespaced_pod(self.namespace, _preload_content=False).data
+                        )
                         self._version = body["metadata"]["resourceVersion"]
                         for pod in body.get("items") or []:
                             self._maybe_finish(pod)
@@ -258,8 +311,11 @@ class Kubelet:
             except Exception as error:  # noqa: BLE001 - keep playing the kubelet
                 if self._stop.is_set():
                     return
-                print(f"kubelet: watch broke ({type(error).__name__}: {error}); resuming",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"kubelet: watch broke ({type(error).__name__}: {error}); resuming",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 self._stop.wait(0.2)
 
     def stop(self) -> None:
@@ -281,8 +337,16 @@ class Stack:
     watching; `stop()` (or leaving the `with` block) tears it down in reverse order.
     """
 
-    def __init__(self, control_plane, namespace: str, *, mode: str = "Resource",
-                 function_env: dict | None = None, log=sys.stderr, kubelet_delay: float = 0.0):
+    def __init__(
+        self,
+        control_plane,
+        namespace: str,
+        *,
+        mode: str = "Resource",
+        function_env: dict | None = None,
+        log=sys.stderr,
+        kubelet_delay: float = 0.0,
+    ):
         self.cp = control_plane
         self.namespace = namespace
         self.mode = mode
@@ -320,9 +384,13 @@ class Stack:
                     raise
             install_source_rbac(self.admin_api)
             self.kubelet = Kubelet(self.admin_api, self.namespace, delay=self.kubelet_delay).start()
-            self.function = FunctionServer(self.cp.function_kubeconfig, [self.namespace],
-                                           env=self.function_env, workdir=self.workdir,
-                                           log=self.log).start()
+            self.function = FunctionServer(
+                self.cp.function_kubeconfig,
+                [self.namespace],
+                env=self.function_env,
+                workdir=self.workdir,
+                log=self.log,
+            ).start()
             self.function.warm_up()
             self.start_adapter(self.mode)
         except BaseException:
@@ -337,8 +405,13 @@ class Stack:
         self.stop_adapter()
         self.mode = mode or self.mode
         source_kubeconfig = self.cp.write_kubeconfig(self.workdir / "kubeconfig-source", "source")
-        self.adapter = ReceiveAdapter(source_kubeconfig, source_config([self.namespace], self.mode),
-                                      self.function.url, workdir=self.workdir, log=self.log).start()
+        self.adapter = ReceiveAdapter(
+            source_kubeconfig,
+            source_config([self.namespace], self.mode),
+            self.function.url,
+            workdir=self.workdir,
+            log=self.log,
+        ).start()
         return self.adapter
 
     def stop_adapter(self) -> None:
@@ -349,8 +422,12 @@ class Stack:
         self.cp.check_alive()
         if self.function is not None and not self.function.alive():
             raise StackError(f"the function exited:\n{_tail(self.function.log_path)}")
-        if self.adapter is not None and self.adapter.proc is not None and not self.adapter.alive() \
-                and self.adapter.proc.returncode not in (0, -signal.SIGTERM):
+        if (
+            self.adapter is not None
+            and self.adapter.proc is not None
+            and not self.adapter.alive()
+            and self.adapter.proc.returncode not in (0, -signal.SIGTERM)
+        ):
             raise StackError(f"the receive adapter exited:\n{self.adapter.tail()}")
 
     def stop(self) -> None:

@@ -40,17 +40,37 @@ def _env_pair(text: str) -> tuple[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.stack", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.stack",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--kubeconfig", required=True, help="where to write the admin kubeconfig")
-    parser.add_argument("--namespace", "-n", default="default", help="namespace the adapter watches "
-                        "and the function acts in (created if missing; default: default)")
-    parser.add_argument("--mode", choices=("Resource", "Reference"), default="Resource",
-                        help="the adapter's event mode (default: Resource, as shipped)")
-    parser.add_argument("--env", action="append", type=_env_pair, default=[], metavar="PODSWEEPER_X=V",
-                        help="extra configuration for the function (repeatable)")
-    parser.add_argument("--keep-logs", action="store_true",
-                        help="keep the function's and adapter's logs after stopping (default: removed)")
+    parser.add_argument(
+        "--namespace",
+        "-n",
+        default="default",
+        help="namespace the adapter watches and the function acts in (created if missing; default: default)",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=("Resource", "Reference"),
+        default="Resource",
+        help="the adapter's event mode (default: Resource, as shipped)",
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        type=_env_pair,
+        default=[],
+        metavar="PODSWEEPER_X=V",
+        help="extra configuration for the function (repeatable)",
+    )
+    parser.add_argument(
+        "--keep-logs",
+        action="store_true",
+        help="keep the function's and adapter's logs after stopping (default: removed)",
+    )
     args = parser.parse_args(argv)
 
     signal.signal(signal.SIGTERM, _on_signal)
@@ -66,13 +86,20 @@ def main(argv: list[str] | None = None) -> int:
             with stack:
                 Path(args.kubeconfig).parent.mkdir(parents=True, exist_ok=True)
                 cp.write_kubeconfig(args.kubeconfig, "admin", namespace=args.namespace)
-                print(f"stack: admin kubeconfig {args.kubeconfig} (namespace {args.namespace}); "
-                      f"function {stack.function.url} (log {stack.function.log_path}); "
-                      f"adapter log {stack.adapter.log_path}", file=sys.stderr, flush=True)
-                print(f"stack: a backstop sweep by hand: curl -X POST {stack.function.url} "
-                      "-H 'Ce-Specversion: 1.0' -H 'Ce-Type: dev.knative.sources.ping' "
-                      "-H 'Ce-Source: by-hand' -H 'Ce-Id: 1' -H 'Content-Type: application/json' -d '{}'",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"stack: admin kubeconfig {args.kubeconfig} (namespace {args.namespace}); "
+                    f"function {stack.function.url} (log {stack.function.log_path}); "
+                    f"adapter log {stack.adapter.log_path}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                print(
+                    f"stack: a backstop sweep by hand: curl -X POST {stack.function.url} "
+                    "-H 'Ce-Specversion: 1.0' -H 'Ce-Type: dev.knative.sources.ping' "
+                    "-H 'Ce-Source: by-hand' -H 'Ce-Id: 1' -H 'Content-Type: application/json' -d '{}'",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 print("READY", flush=True)
                 while True:
                     stack.check_alive()

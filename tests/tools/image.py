@@ -40,15 +40,19 @@ class ImageError(RuntimeError):
 def run(cmd: list[str], timeout: float, **kwargs) -> subprocess.CompletedProcess:
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kwargs)
     if proc.returncode != 0:
-        raise ImageError(f"{' '.join(cmd)} exited {proc.returncode}:\n"
-                         f"{proc.stdout[-4000:]}{proc.stderr[-4000:]}")
+        raise ImageError(
+            f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-4000:]}{proc.stderr[-4000:]}"
+        )
     return proc
 
 
 def ensure_tools(log=sys.stderr) -> None:
     """buildah and debootstrap, installed from Debian's packages when missing."""
-    missing = [tool for tool in ("buildah", "debootstrap") if shutil.which(tool) is None
-               and not Path("/usr/sbin", tool).exists()]
+    missing = [
+        tool
+        for tool in ("buildah", "debootstrap")
+        if shutil.which(tool) is None and not Path("/usr/sbin", tool).exists()
+    ]
     if not missing:
         return
     if os.geteuid() != 0:
@@ -56,15 +60,16 @@ def ensure_tools(log=sys.stderr) -> None:
     print(f"installing {' '.join(missing)} with apt-get...", file=log, flush=True)
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     run(["apt-get", "update", "-q"], timeout=600, env=env)
-    run(["apt-get", "install", "-y", "-q", "buildah", "debootstrap"],
-        timeout=900, env=env)
+    run(["apt-get", "install", "-y", "-q", "buildah", "debootstrap"], timeout=900, env=env)
 
 
 def debian_mirror() -> str:
     """The Debian archive this machine's apt uses for the main suite (not -security)."""
     uris: list[str] = []
     sources = Path("/etc/apt/sources.list.d")
-    files = [Path("/etc/apt/sources.list")] + sorted(sources.glob("*.list")) + sorted(sources.glob("*.sources"))
+    files = (
+        [Path("/etc/apt/sources.list")] + sorted(sources.glob("*.list")) + sorted(sources.glob("*.sources"))
+    )
     for path in files:
         try:
             text = path.read_text()
@@ -73,14 +78,17 @@ def debian_mirror() -> str:
         if path.suffix == ".sources":  # deb822: "URIs: ..." per stanza
             for stanza in re.split(r"\n\s*\n", text):
                 fields = dict(re.findall(r"^(\w[\w-]*):\s*(.*)$", stanza, re.M))
-                if "deb" in fields.get("Types", "").split() and DEBIAN_SUITE in fields.get("Suites", "").split():
+                if (
+                    "deb" in fields.get("Types", "").split()
+                    and DEBIAN_SUITE in fields.get("Suites", "").split()
+                ):
                     uris += fields.get("URIs", "").split()
         else:
             for line in text.splitlines():
                 parts = line.split("#", 1)[0].split()
                 if len(parts) >= 3 and parts[0] == "deb":
                     uri_index = 2 if parts[1].startswith("[") else 1
-                    if parts[uri_index + 1:uri_index + 2] == [DEBIAN_SUITE]:
+                    if parts[uri_index + 1 : uri_index + 2] == [DEBIAN_SUITE]:
                         uris.append(parts[uri_index])
     for uri in uris:
         if "security" not in uri:
@@ -89,8 +97,9 @@ def debian_mirror() -> str:
 
 
 def image_exists(tag: str) -> bool:
-    proc = subprocess.run(BUILDAH + ["inspect", "--type", "image", tag],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        BUILDAH + ["inspect", "--type", "image", tag], capture_output=True, text=True, timeout=60
+    )
     return proc.returncode == 0
 
 
@@ -103,8 +112,17 @@ def ensure_base_image(tag: str = BASE_IMAGE, log=sys.stderr) -> str:
     print(f"debootstrap {DEBIAN_SUITE} from {mirror} for {tag} (~1 min)...", file=log, flush=True)
     with tempfile.TemporaryDirectory(prefix="podsweeper-rootfs-", dir="/var/tmp") as tmp:
         rootfs = Path(tmp) / "rootfs"
-        run(["debootstrap", "--variant=minbase", "--include=python3,python3-venv",
-             DEBIAN_SUITE, str(rootfs), mirror], timeout=900)
+        run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                "--include=python3,python3-venv",
+                DEBIAN_SUITE,
+                str(rootfs),
+                mirror,
+            ],
+            timeout=900,
+        )
         for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
             for entry in (rootfs / junk).glob("*"):
                 if entry.is_file():
@@ -113,12 +131,24 @@ def ensure_base_image(tag: str = BASE_IMAGE, log=sys.stderr) -> str:
         try:
             mountpoint = run(BUILDAH + ["mount", container], timeout=60).stdout.strip()
             # tar | tar keeps owners, modes and device nodes as debootstrap made them.
-            subprocess.run(f"tar -C {rootfs} -cf - . | tar -C {mountpoint} -xf -",
-                           shell=True, check=True, timeout=600)
+            subprocess.run(
+                f"tar -C {rootfs} -cf - . | tar -C {mountpoint} -xf -", shell=True, check=True, timeout=600
+            )
             run(BUILDAH + ["umount", container], timeout=60)
-            run(BUILDAH + ["config",
-                           "--env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                           "--env", "LANG=C.UTF-8", "--cmd", "/bin/bash", container], timeout=60)
+            run(
+                BUILDAH
+                + [
+                    "config",
+                    "--env",
+                    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                    "--env",
+                    "LANG=C.UTF-8",
+                    "--cmd",
+                    "/bin/bash",
+                    container,
+                ],
+                timeout=60,
+            )
             run(BUILDAH + ["commit", "--quiet", container, tag], timeout=600)
         finally:
             subprocess.run(BUILDAH + ["rm", container], capture_output=True, timeout=120)
@@ -143,8 +173,12 @@ def pip_trust_mounts():
             lines.append(f"index-url = {os.environ['PIP_INDEX_URL']}")
         conf.write_text("\n".join(lines) + "\n")
         conf.chmod(0o644)
-        yield ["-v", f"{HOST_CA_BUNDLE}:/run/podsweeper-build/ca-certificates.crt:ro",
-               "-v", f"{conf}:/etc/pip.conf:ro"]
+        yield [
+            "-v",
+            f"{HOST_CA_BUNDLE}:/run/podsweeper-build/ca-certificates.crt:ro",
+            "-v",
+            f"{conf}:/etc/pip.conf:ro",
+        ]
 
 
 @dataclass
@@ -159,14 +193,27 @@ class Built:
         return self.size_bytes / 1e6
 
 
-def build_image(tag: str, base_image: str = BASE_IMAGE, context: Path = REPO,
-                timeout: float = 1200) -> Built:
+def build_image(tag: str, base_image: str = BASE_IMAGE, context: Path = REPO, timeout: float = 1200) -> Built:
     """`buildah bud` the Dockerfile in context; the image's size and config."""
     started = time.monotonic()
     with pip_trust_mounts() as mounts:
-        run(BUILDAH + ["bud", "--isolation", "chroot", "--no-cache", "--force-rm",
-                       "--build-arg", f"BASE_IMAGE={base_image}",
-                       *mounts, "-t", tag, str(context)], timeout=timeout)
+        run(
+            BUILDAH
+            + [
+                "bud",
+                "--isolation",
+                "chroot",
+                "--no-cache",
+                "--force-rm",
+                "--build-arg",
+                f"BASE_IMAGE={base_image}",
+                *mounts,
+                "-t",
+                tag,
+                str(context),
+            ],
+            timeout=timeout,
+        )
     seconds = time.monotonic() - started
     info = json.loads(run(BUILDAH + ["inspect", "--type", "image", tag], timeout=60).stdout)
     return Built(tag, seconds, image_size(tag), info["OCIv1"]["config"])

@@ -54,20 +54,26 @@ def ensure_kustomize(version: str = KUSTOMIZE_VERSION) -> Path:
         env = {**os.environ, "GOBIN": gobin, "CGO_ENABLED": "0", "GOFLAGS": "", "GO111MODULE": "on"}
         proc = subprocess.run(
             [go, "install", "-trimpath", "-ldflags=-s -w", f"{KUSTOMIZE_PACKAGE}@{version}"],
-            cwd=tempfile.gettempdir(), env=env, capture_output=True, text=True, timeout=900,
+            cwd=tempfile.gettempdir(),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
         )
         built = Path(gobin) / "kustomize"
         if proc.returncode != 0 or not built.exists():
-            raise KustomizeError(f"go install {KUSTOMIZE_PACKAGE}@{version} failed:\n"
-                                 f"{proc.stdout}{proc.stderr}")
+            raise KustomizeError(
+                f"go install {KUSTOMIZE_PACKAGE}@{version} failed:\n{proc.stdout}{proc.stderr}"
+            )
         built.rename(path)
     return path
 
 
 def build(directory: Path | str) -> str:
     """`kustomize build DIRECTORY`: the rendered YAML stream."""
-    proc = subprocess.run([str(ensure_kustomize()), "build", str(directory)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(ensure_kustomize()), "build", str(directory)], capture_output=True, text=True, timeout=120
+    )
     if proc.returncode != 0:
         raise KustomizeError(f"kustomize build {directory} failed:\n{proc.stderr}")
     return proc.stdout

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import pytest
 
-from function.config import load_settings
-from function.errors import ConfigError
+from podsweeper.config import load_settings
+from podsweeper.errors import ConfigError
 
 
 def test_defaults(monkeypatch):
     for name in ("NAMESPACES", "EXCLUDE_NAMESPACES", "DRY_RUN", "CRASHLOOP_ACTION"):
         monkeypatch.delenv(f"PODSWEEPER_{name}", raising=False)
     s = load_settings()
-    assert (s.dry_run, s.sweep_active_pods, s.orphan_grace_seconds, s.crashloop_restarts,
-            s.crashloop_action, s.max_deletes_per_event, s.event_timeout_seconds) == (
-        False, True, 30, 5, "warn", 100, 10.0)
+    assert (
+        s.dry_run,
+        s.sweep_active_pods,
+        s.orphan_grace_seconds,
+        s.crashloop_restarts,
+        s.crashloop_action,
+        s.max_deletes_per_event,
+        s.event_timeout_seconds,
+    ) == (False, True, 30, 5, "warn", 100, 10.0)
     assert s.excluded_namespace_set == {"kube-system"} and s.namespace_set == frozenset()
 
 
@@ -26,15 +32,18 @@ def test_comma_lists(monkeypatch):
     assert not s.namespace_allowed("team-c") and s.excluded_namespace_set == frozenset()
 
 
-@pytest.mark.parametrize("variable, value", [
-    ("PODSWEEPER_CRASHLOOP_ACTION", "explode"),
-    ("PODSWEEPER_MAX_DELETES_PER_EVENT", "0"),
-    ("PODSWEEPER_ORPHAN_GRACE_SECONDS", "-1"),
-    ("PODSWEEPER_DRY_RUN", "perhaps"),
-    ("PODSWEEPER_EVENT_TIMEOUT_SECONDS", "abc"),
-    ("PODSWEEPER_NAMESPACES", "team-a,Team_B"),
-    ("PODSWEEPER_EXCLUDE_NAMESPACES", "kube-system,../x"),
-])
+@pytest.mark.parametrize(
+    "variable, value",
+    [
+        ("PODSWEEPER_CRASHLOOP_ACTION", "explode"),
+        ("PODSWEEPER_MAX_DELETES_PER_EVENT", "0"),
+        ("PODSWEEPER_ORPHAN_GRACE_SECONDS", "-1"),
+        ("PODSWEEPER_DRY_RUN", "perhaps"),
+        ("PODSWEEPER_EVENT_TIMEOUT_SECONDS", "abc"),
+        ("PODSWEEPER_NAMESPACES", "team-a,Team_B"),
+        ("PODSWEEPER_EXCLUDE_NAMESPACES", "kube-system,../x"),
+    ],
+)
 def test_invalid_configuration_names_the_variable(monkeypatch, variable, value):
     monkeypatch.setenv(variable, value)
     with pytest.raises(ConfigError, match=variable):

@@ -6,11 +6,14 @@ from datetime import timedelta
 
 import pytest
 
-from function.config import Settings
-from function.decisions import Action, Rule
-from function.engine import decide_new_job, decide_pods
-from function.objects import parse_job, parse_pod
-from tests.fixtures.builders import at, container_status as cs, job, pod
+from podsweeper.config import Settings
+from podsweeper.decisions import Action, Rule
+from podsweeper.engine import decide_new_job, decide_pods
+from podsweeper.intake import Ignored
+from podsweeper.objects import parse_job, parse_pod
+from podsweeper.triage import in_scope
+from tests.fixtures.builders import at, job, pod
+from tests.fixtures.builders import container_status as cs
 
 NOW = at(600)
 RUNNING = [("Created", at(0)), ("Running", at(2))]
@@ -29,24 +32,32 @@ def decide(job_raw, pods_raw, now=NOW, job_gone=False, **kw):
 
 
 def looping(j, restarts, index=0):
-    return pod(j, "Worker", index, phase="Running",
-               containers=[cs(state="waiting", reason="CrashLoopBackOff", restarts=restarts, last_exit=1)])
+    return pod(
+        j,
+        "Worker",
+        index,
+        phase="Running",
+        containers=[cs(state="waiting", reason="CrashLoopBackOff", restarts=restarts, last_exit=1)],
+    )
 
 
-@pytest.mark.parametrize("name, conditions, policy, phase, expected", [
-    ("Succeeded, None, Running pod", SUCCEEDED, None, "Running", Rule.FINISHED_JOB_ACTIVE_POD),
-    ("Succeeded, None, Pending pod", SUCCEEDED, None, "Pending", Rule.FINISHED_JOB_ACTIVE_POD),
-    ("Failed, Running policy, Running pod", FAILED, "Running", "Running", Rule.FINISHED_JOB_ACTIVE_POD),
-    ("Succeeded, All, Running pod", SUCCEEDED, "All", "Running", Rule.FINISHED_JOB_ACTIVE_POD),
-    ("Succeeded, None, Succeeded pod is kept", SUCCEEDED, None, "Succeeded", None),
-    ("Failed, None, Failed pod is kept (logs)", FAILED, None, "Failed", None),
-    ("Failed, Running, Failed pod is kept", FAILED, "Running", "Failed", None),
-    ("Succeeded, All, Succeeded pod", SUCCEEDED, "All", "Succeeded", Rule.CLEAN_POD_POLICY_ALL),
-    ("Failed, All, Failed pod", FAILED, "All", "Failed", Rule.CLEAN_POD_POLICY_ALL),
-    ("Failed, All, Unknown pod", FAILED, "All", "Unknown", Rule.CLEAN_POD_POLICY_ALL),
-    ("running job, Running pod is kept", RUNNING, None, "Running", None),
-    ("running job, All, Failed pod is kept", RUNNING, "All", "Failed", None),
-])
+@pytest.mark.parametrize(
+    "name, conditions, policy, phase, expected",
+    [
+        ("Succeeded, None, Running pod", SUCCEEDED, None, "Running", Rule.FINISHED_JOB_ACTIVE_POD),
+        ("Succeeded, None, Pending pod", SUCCEEDED, None, "Pending", Rule.FINISHED_JOB_ACTIVE_POD),
+        ("Failed, Running policy, Running pod", FAILED, "Running", "Running", Rule.FINISHED_JOB_ACTIVE_POD),
+        ("Succeeded, All, Running pod", SUCCEEDED, "All", "Running", Rule.FINISHED_JOB_ACTIVE_POD),
+        ("Succeeded, None, Succeeded pod is kept", SUCCEEDED, None, "Succeeded", None),
+        ("Failed, None, Failed pod is kept (logs)", FAILED, None, "Failed", None),
+        ("Failed, Running, Failed pod is kept", FAILED, "Running", "Failed", None),
+        ("Succeeded, All, Succeeded pod", SUCCEEDED, "All", "Succeeded", Rule.CLEAN_POD_POLICY_ALL),
+        ("Failed, All, Failed pod", FAILED, "All", "Failed", Rule.CLEAN_POD_POLICY_ALL),
+        ("Failed, All, Unknown pod", FAILED, "All", "Unknown", Rule.CLEAN_POD_POLICY_ALL),
+        ("running job, Running pod is kept", RUNNING, None, "Running", None),
+        ("running job, All, Failed pod is kept", RUNNING, "All", "Failed", None),
+    ],
+)
 def test_finished_job_rules_table(name, conditions, policy, phase, expected):
     j = job(clean_pod_policy=policy, conditions=conditions)
     decisions = decide(j, [pod(j, "Worker", 0, phase=phase)])
@@ -85,12 +96,15 @@ def test_clean_pod_policy_top_level_ignored_for_other_kinds():
     assert decide(j, [pod(j, "Worker", 0, phase="Failed")]) == []
 
 
-@pytest.mark.parametrize("name, age, grace, deleted", [
-    ("old pod, default grace", 120, 30, True),
-    ("pod exactly at grace", 30, 30, True),
-    ("young pod waits", 10, 30, False),
-    ("zero grace", 0, 0, True),
-])
+@pytest.mark.parametrize(
+    "name, age, grace, deleted",
+    [
+        ("old pod, default grace", 120, 30, True),
+        ("pod exactly at grace", 30, 30, True),
+        ("young pod waits", 10, 30, False),
+        ("zero grace", 0, 0, True),
+    ],
+)
 def test_orphan_table(name, age, grace, deleted):
     j = job(conditions=RUNNING)
     p = pod(j, "Worker", 0, phase="Running", created=NOW - timedelta(seconds=age))
@@ -123,18 +137,24 @@ def test_pod_whose_kind_cannot_be_told_is_not_an_orphan_candidate():
 def test_legacy_labels_name_the_job():
     j = job(conditions=RUNNING)
     raw = pod(j, "Worker", 0, owner=False)
-    raw["metadata"]["labels"] = {"group-name": "kubeflow.org", "job-name": "pytest",
-                                 "training.kubeflow.org/operator-name": "pytorchjob-controller"}
+    raw["metadata"]["labels"] = {
+        "group-name": "kubeflow.org",
+        "job-name": "pytest",
+        "training.kubeflow.org/operator-name": "pytorchjob-controller",
+    }
     assert parse_pod(raw).job.name == "pytest"
 
 
-@pytest.mark.parametrize("name, restarts, backoff, deadline, finished, action, expected", [
-    ("5 restarts, no limits: warn", 5, None, None, False, "warn", Action.WARN),
-    ("5 restarts, delete action", 5, None, None, False, "delete", Action.DELETE),
-    ("4 restarts is not yet a loop", 4, None, None, False, "warn", None),
-    ("backoffLimit set: operator will fail it", 9, 3, None, False, "warn", None),
-    ("activeDeadlineSeconds set", 9, None, 600, False, "warn", None),
-])
+@pytest.mark.parametrize(
+    "name, restarts, backoff, deadline, finished, action, expected",
+    [
+        ("5 restarts, no limits: warn", 5, None, None, False, "warn", Action.WARN),
+        ("5 restarts, delete action", 5, None, None, False, "delete", Action.DELETE),
+        ("4 restarts is not yet a loop", 4, None, None, False, "warn", None),
+        ("backoffLimit set: operator will fail it", 9, 3, None, False, "warn", None),
+        ("activeDeadlineSeconds set", 9, None, 600, False, "warn", None),
+    ],
+)
 def test_crash_loop_table(name, restarts, backoff, deadline, finished, action, expected):
     j = job(backoff_limit=backoff, active_deadline=deadline, conditions=SUCCEEDED if finished else RUNNING)
     decisions = decide(j, [looping(j, restarts)], crashloop_action=action)
@@ -147,24 +167,29 @@ def test_crash_loop_threshold_is_configurable():
     assert [d.rule for d in decide(j, [looping(j, 2)], crashloop_restarts=2)] == [Rule.CRASH_LOOP]
 
 
-@pytest.mark.parametrize("name, kind, restart_policy, backoff, warns", [
-    ("PyTorchJob OnFailure, no limit", "PyTorchJob", "OnFailure", None, True),
-    ("PyTorchJob default policy is OnFailure", "PyTorchJob", None, None, True),
-    ("PaddleJob default policy is OnFailure", "PaddleJob", None, None, True),
-    ("TFJob default policy is Never", "TFJob", None, None, False),
-    ("Always, no limit", "TFJob", "Always", None, True),
-    ("ExitCode, no limit", "JAXJob", "ExitCode", None, True),
-    ("Never, no limit", "XGBoostJob", "Never", None, False),
-    ("OnFailure with backoffLimit 0", "PyTorchJob", "OnFailure", 0, False),
-])
+@pytest.mark.parametrize(
+    "name, kind, restart_policy, backoff, warns",
+    [
+        ("PyTorchJob OnFailure, no limit", "PyTorchJob", "OnFailure", None, True),
+        ("PyTorchJob default policy is OnFailure", "PyTorchJob", None, None, True),
+        ("PaddleJob default policy is OnFailure", "PaddleJob", None, None, True),
+        ("TFJob default policy is Never", "TFJob", None, None, False),
+        ("Always, no limit", "TFJob", "Always", None, True),
+        ("ExitCode, no limit", "JAXJob", "ExitCode", None, True),
+        ("Never, no limit", "XGBoostJob", "Never", None, False),
+        ("OnFailure with backoffLimit 0", "PyTorchJob", "OnFailure", 0, False),
+    ],
+)
 def test_no_backoff_limit_table(name, kind, restart_policy, backoff, warns):
     j = parse_job(job(kind, "j", restart_policy=restart_policy, backoff_limit=backoff))
     decisions = decide_new_job(j, settings())
     assert [(d.rule, d.action, d.kind, d.name) for d in decisions] == (
-        [(Rule.NO_BACKOFF_LIMIT, Action.WARN, kind, "j")] if warns else []), name
+        [(Rule.NO_BACKOFF_LIMIT, Action.WARN, kind, "j")] if warns else []
+    ), name
 
 
 # -- safety ----------------------------------------------------------------------------
+
 
 def test_opt_out_on_job_reports_skip_and_deletes_nothing():
     j = job(conditions=SUCCEEDED, annotations={"podsweeper.dev/skip": "true"})
@@ -177,8 +202,10 @@ def test_opt_out_on_pod_reports_skip():
     j = job(conditions=SUCCEEDED)
     skipped = pod(j, "Worker", 0, phase="Running", annotations={"podsweeper.dev/skip": "true"})
     decisions = decide(j, [skipped, pod(j, "Worker", 1, phase="Running")])
-    assert {(d.name, d.action) for d in decisions} == {("pytest-worker-0", Action.SKIP),
-                                                        ("pytest-worker-1", Action.DELETE)}
+    assert {(d.name, d.action) for d in decisions} == {
+        ("pytest-worker-0", Action.SKIP),
+        ("pytest-worker-1", Action.DELETE),
+    }
 
 
 def test_opt_out_on_job_skips_no_backoff_warning():
@@ -199,8 +226,9 @@ def test_terminating_pods_are_left_alone():
 def test_pod_owned_by_another_controller_is_never_touched_even_with_training_labels():
     j = job(conditions=SUCCEEDED)
     raw = pod(j, "Worker", 0, phase="Running")
-    raw["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
-                                           "uid": "rs-uid", "controller": True}]
+    raw["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "rs-uid", "controller": True}
+    ]
     assert decide(j, [raw]) == []
     assert decide(j, [raw], job_gone=True) == []
 
@@ -211,18 +239,26 @@ def test_pod_of_another_job_in_the_list_is_ignored():
     assert decide(j, [pod(other, "Worker", 0, phase="Running")]) == []
 
 
-@pytest.mark.parametrize("name, kw", [
-    ("excluded by default", {}),
-    ("not in the allowed list", {"namespaces": "team-a,team-b"}),
-])
+@pytest.mark.parametrize(
+    "name, kw",
+    [
+        ("excluded by default", {}),
+        ("not in the allowed list", {"namespaces": "team-a,team-b"}),
+    ],
+)
 def test_namespaces_outside_scope_are_never_acted_in(name, kw):
+    """The gate (triage.in_scope) turns them away; the engine refuses any that slip past it."""
     j = job(namespace="kube-system" if not kw else "team-c", conditions=SUCCEEDED)
-    assert decide(j, [pod(j, "Worker", 0, phase="Running")], **kw) == [], name
-    assert decide_new_job(parse_job(j), settings(**kw)) == [], name
+    assert isinstance(in_scope(parse_job(j).namespace, settings(**kw)), Ignored), name
+    with pytest.raises(AssertionError, match="not gated"):
+        decide(j, [pod(j, "Worker", 0, phase="Running")], **kw)
+    with pytest.raises(AssertionError, match="not gated"):
+        decide_new_job(parse_job(j), settings(**kw))
 
 
 def test_allowed_namespace_list_admits_its_namespaces():
     j = job(namespace="team-a", conditions=SUCCEEDED)
+    assert in_scope("team-a", settings(namespaces="team-a")) is None
     assert len(decide(j, [pod(j, "Worker", 0, phase="Running")], namespaces="team-a")) == 1
 
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from function.errors import BadEvent
-from function.intake import Irrelevant, ObjectChange, ReferenceChange, SweepRequest, parse_event
-from function.model import Job, Pod
-from tests.fixtures.builders import at, event, job, ping, pod
+from podsweeper.errors import BadEvent
+from podsweeper.intake import Ignored, ObjectChange, ReferenceChange, SweepRequest, parse_event
+from podsweeper.model import Job, Pod
+from tests.fixtures.builders import at, event, job, ping, pod, split
 
 
 def parse(raw):
-    return parse_event({k: v for k, v in raw.items() if k != "data"}, raw.get("data")).trigger
+    return parse_event(*split(raw)).trigger
 
 
 @pytest.mark.parametrize("verb", ["add", "update", "delete"])
@@ -35,22 +35,32 @@ def test_other_kubernetes_objects_are_irrelevant_not_errors():
     deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "x"}}
     raw = event("update", job(), at(0))
     raw["data"] = deployment
-    assert isinstance(parse(raw), Irrelevant)
+    assert isinstance(parse(raw), Ignored)
 
 
-@pytest.mark.parametrize("name, mutate, message", [
-    ("unknown type", lambda e: e.update(type="com.example.other"), "unknown CloudEvent type"),
-    ("unknown verb", lambda e: e.update(type="dev.knative.apiserver.resource.patch"), "unknown CloudEvent type"),
-    ("data a list", lambda e: e.update(data=[1, 2]), "not a Kubernetes object"),
-    ("data a string", lambda e: e.update(data="hello"), "not a Kubernetes object"),
-    ("data missing", lambda e: e.pop("data"), "not a Kubernetes object"),
-    ("metadata not an object", lambda e: e["data"].update(metadata=[]), "not a Kubernetes object"),
-    ("pod name missing", lambda e: e["data"]["metadata"].pop("name"), "metadata.name"),
-    ("restartCount a string", lambda e: e["data"]["status"].update(
-        containerStatuses=[{"name": "c", "restartCount": "many"}]), "restartCount"),
-    ("labels a list", lambda e: e["data"]["metadata"].update(labels=["a"]), "labels"),
-    ("id missing", lambda e: e.pop("id"), "id"),
-])
+@pytest.mark.parametrize(
+    "name, mutate, message",
+    [
+        ("unknown type", lambda e: e.update(type="com.example.other"), "unknown CloudEvent type"),
+        (
+            "unknown verb",
+            lambda e: e.update(type="dev.knative.apiserver.resource.patch"),
+            "unknown CloudEvent type",
+        ),
+        ("data a list", lambda e: e.update(data=[1, 2]), "not a Kubernetes object"),
+        ("data a string", lambda e: e.update(data="hello"), "not a Kubernetes object"),
+        ("data missing", lambda e: e.pop("data"), "not a Kubernetes object"),
+        ("metadata not an object", lambda e: e["data"].update(metadata=[]), "not a Kubernetes object"),
+        ("pod name missing", lambda e: e["data"]["metadata"].pop("name"), "metadata.name"),
+        (
+            "restartCount a string",
+            lambda e: e["data"]["status"].update(containerStatuses=[{"name": "c", "restartCount": "many"}]),
+            "restartCount",
+        ),
+        ("labels a list", lambda e: e["data"]["metadata"].update(labels=["a"]), "labels"),
+        ("id missing", lambda e: e.pop("id"), "id"),
+    ],
+)
 def test_bad_input_is_bad_event_with_a_one_line_reason(name, mutate, message):
     raw = event("update", pod(job(), "Worker", 0, phase="Running"), at(0))
     mutate(raw)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from function.cluster.base import DeleteResult
-from function.cluster.simulated import SimulatedCluster
-from function.config import Settings
-from function.decisions import Rule
-from function.intake import parse_event
-from function.objects import parse_job, parse_pod
-from function.pipeline import Pipeline
-from tests.fixtures.builders import at, container_status as cs, event, job, ping, pod
+from podsweeper.cluster.simulated import SimulatedCluster
+from podsweeper.config import Settings
+from podsweeper.decisions import Result, Rule
+from podsweeper.intake import parse_event
+from podsweeper.objects import parse_job, parse_pod
+from podsweeper.pipeline import Pipeline
+from tests.fixtures.builders import at, event, job, ping, pod, split
+from tests.fixtures.builders import container_status as cs
 
 SUCCEEDED = [("Created", at(0)), ("Running", at(2)), ("Succeeded", at(30))]
 
@@ -26,14 +26,20 @@ def cluster_with(job_raw, pods_raw) -> SimulatedCluster:
 
 
 def handle(cluster, raw_event, **kw):
-    attrs = {k: v for k, v in raw_event.items() if k != "data"}
-    return Pipeline(cluster, Settings(**kw)).handle(parse_event(attrs, raw_event.get("data")), at(600))
+    return Pipeline(cluster, Settings(**kw)).handle(parse_event(*split(raw_event)), at(600))
 
 
 def crash_looping_workers(j, n=3):
-    return [pod(j, "Worker", i, phase="Running",
-                containers=[cs(state="waiting", reason="CrashLoopBackOff", restarts=4, last_exit=1)])
-            for i in range(n)]
+    return [
+        pod(
+            j,
+            "Worker",
+            i,
+            phase="Running",
+            containers=[cs(state="waiting", reason="CrashLoopBackOff", restarts=4, last_exit=1)],
+        )
+        for i in range(n)
+    ]
 
 
 def test_decides_on_fresh_state_not_on_a_stale_payload():
@@ -59,7 +65,7 @@ def test_uid_precondition_protects_a_pod_recreated_under_the_same_name():
     stale = parse_pod(crash_looping_workers(j, 1)[0])
     recreated = pod(j, "Worker", 0, phase="Running", pod_uid="new-uid")
     cluster.observe("add", parse_pod(recreated))
-    assert cluster.delete_pod(stale.namespace, stale.name, stale.uid) is DeleteResult.CONFLICT
+    assert cluster.delete_pod(stale.namespace, stale.name, stale.uid) is Result.CONFLICT
     assert cluster.pods[("default", "pytest-worker-0")].uid == "new-uid"
 
 
@@ -98,8 +104,13 @@ def test_repeated_crash_loop_warnings_update_one_event():
     j = job(conditions=[("Created", at(0)), ("Running", at(2))])
     cluster = cluster_with(j, [])
     for restarts in (5, 6, 7):
-        looping = pod(j, "Worker", 0, phase="Running",
-                      containers=[cs(state="waiting", reason="CrashLoopBackOff", restarts=restarts)])
+        looping = pod(
+            j,
+            "Worker",
+            0,
+            phase="Running",
+            containers=[cs(state="waiting", reason="CrashLoopBackOff", restarts=restarts)],
+        )
         cluster.observe("update", parse_pod(looping))
         outcome = handle(cluster, event("update", looping, at(100 + restarts)))
         assert [a.decision.rule for a in outcome.applied] == [Rule.CRASH_LOOP]
@@ -146,7 +157,10 @@ def test_sweep_finds_what_events_missed():
 
 
 def test_sweep_limited_to_allowed_namespaces():
-    inside, outside = job(namespace="team-a", conditions=SUCCEEDED), job(namespace="team-b", conditions=SUCCEEDED)
+    inside, outside = (
+        job(namespace="team-a", conditions=SUCCEEDED),
+        job(namespace="team-b", conditions=SUCCEEDED),
+    )
     cluster = cluster_with(inside, crash_looping_workers(inside, 1))
     cluster.observe("add", parse_job(outside))
     for raw in crash_looping_workers(outside, 1):

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from function.cli import main
-from function.config import Settings
-from function.replay import replay
+from podsweeper.cli import main
+from podsweeper.config import Settings
+from podsweeper.replay import replay
 from tests.fixtures import scenarios
 from tests.fixtures.builders import at, event, job
 
@@ -42,13 +42,16 @@ def test_seed_experiment_1_ends_with_nothing_left_to_delete():
     assert deletes(run) == [] and run.cluster.pods == {}
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("rule-finished-job-active-pod", {("finished-job-active-pod", "delete"): 2}),
-    ("rule-clean-pod-policy-all", {("clean-pod-policy-all", "delete"): 3}),
-    ("rule-orphan", {("orphan", "delete"): 3}),
-    ("rule-crash-loop", {("crash-loop", "warn"): 2, ("no-backoff-limit", "warn"): 1}),
-    ("rule-no-backoff-limit", {("no-backoff-limit", "warn"): 1}),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("rule-finished-job-active-pod", {("finished-job-active-pod", "delete"): 2}),
+        ("rule-clean-pod-policy-all", {("clean-pod-policy-all", "delete"): 3}),
+        ("rule-orphan", {("orphan", "delete"): 3}),
+        ("rule-crash-loop", {("crash-loop", "warn"): 2, ("no-backoff-limit", "warn"): 1}),
+        ("rule-no-backoff-limit", {("no-backoff-limit", "warn"): 1}),
+    ],
+)
 def test_one_stream_per_rule(name, expected):
     run = replay([str(FIXTURES / f"{name}.jsonl")], Settings())
     counts: dict = {}
@@ -82,19 +85,33 @@ def test_dry_run_in_replay_reports_but_keeps(monkeypatch):
     assert deletes(run) == [] and len(run.cluster.pods) == 4
 
 
-@pytest.mark.parametrize("bad_line, reason", [
-    ("{not json", "not valid JSON"),
-    ("[1, 2]", "not a JSON object"),
-    (json.dumps({"specversion": "1.0", "id": "x", "source": "s", "type": "other", "time": "2026-01-01T00:00:00Z"}),
-     "unknown CloudEvent type"),
-    (json.dumps({k: v for k, v in event("add", job(), at(0)).items() if k != "time"}), "no 'time'"),
-])
+@pytest.mark.parametrize(
+    "bad_line, reason",
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "not a JSON object"),
+        (
+            json.dumps(
+                {
+                    "specversion": "1.0",
+                    "id": "x",
+                    "source": "s",
+                    "type": "other",
+                    "time": "2026-01-01T00:00:00Z",
+                }
+            ),
+            "unknown CloudEvent type",
+        ),
+        (json.dumps({k: v for k, v in event("add", job(), at(0)).items() if k != "time"}), "no 'time'"),
+    ],
+)
 def test_malformed_line_stops_with_exit_2_naming_file_and_line(tmp_path, bad_line, reason):
     good = json.dumps(event("add", job(), at(0)))
     path = tmp_path / "events.jsonl"
     path.write_text(f"{good}\n\n{good}\n{bad_line}\n{good}\n")
-    result = subprocess.run([sys.executable, "-m", "function", "replay", str(path)],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "podsweeper", "replay", str(path)], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 2
     assert f"{path}:4:" in result.stderr and reason in result.stderr
 

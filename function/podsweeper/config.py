@@ -7,18 +7,25 @@ Knative Service manifest shows up as a crash-looping revision, not as silent del
 from __future__ import annotations
 
 import re
+from enum import StrEnum
 from functools import lru_cache
-from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from function.errors import ConfigError
+from podsweeper.errors import ConfigError
 
 ENV_PREFIX = "PODSWEEPER_"
 
 
 _NAMESPACE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+class CrashLoopAction(StrEnum):
+    """What rule crash-loop does (PODSWEEPER_CRASHLOOP_ACTION)."""
+
+    WARN = "warn"
+    DELETE = "delete"
 
 
 @lru_cache(maxsize=64)  # settings are frozen: each list is split once, not on every check
@@ -42,11 +49,12 @@ class Settings(BaseSettings):
         if bad:
             raise ValueError(f"not a namespace name: {', '.join(bad)[:200]}")
         return value
+
     dry_run: bool = Field(False, description="decide and report, delete nothing")
     sweep_active_pods: bool = Field(True, description="rule finished-job-active-pod on/off")
     orphan_grace_seconds: int = Field(30, ge=0, description="minimum pod age for rule orphan")
     crashloop_restarts: int = Field(5, ge=1, description="restartCount that makes a crash loop")
-    crashloop_action: Literal["warn", "delete"] = Field("warn", description="rule crash-loop action")
+    crashloop_action: CrashLoopAction = Field(CrashLoopAction.WARN, description="rule crash-loop action")
     max_deletes_per_event: int = Field(100, ge=1, description="deletes per event; the rest later")
     event_timeout_seconds: float = Field(10.0, gt=0, le=300, description="time bound per event")
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest request body accepted")

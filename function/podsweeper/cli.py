@@ -6,17 +6,17 @@ import argparse
 import json
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
-from function.config import load_settings
-from function.errors import ApiUnavailable, ConfigError
+from podsweeper.config import load_settings
+from podsweeper.errors import ApiUnavailable, ConfigError
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="podsweeper",
         description="Clean up pods that Kubeflow training jobs leave behind. "
-                    "Configuration comes from PODSWEEPER_* variables.",
+        "Configuration comes from PODSWEEPER_* variables.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -27,8 +27,13 @@ def _parser() -> argparse.ArgumentParser:
     sweep = sub.add_parser("sweep", help="one backstop sweep of a real cluster")
     sweep.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG or ~/.kube/config)")
     sweep.add_argument("--dry-run", action="store_true", help="decide and report, delete nothing")
-    sweep.add_argument("-n", "--namespace", action="append", default=[],
-                       help="limit to this namespace (repeatable; default PODSWEEPER_NAMESPACES)")
+    sweep.add_argument(
+        "-n",
+        "--namespace",
+        action="append",
+        default=[],
+        help="limit to this namespace (repeatable; default PODSWEEPER_NAMESPACES)",
+    )
 
     record = sub.add_parser("record", help="record a watch as ApiServerSource-format CloudEvents")
     record.add_argument("--kubeconfig")
@@ -40,8 +45,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _replay(args) -> int:
-    from function.replay import MalformedLine, replay
-    from function.timeline import print_header, print_step_human, print_step_json, print_summary
+    from podsweeper.replay import MalformedLine, replay
+    from podsweeper.timeline import print_header, print_step_human, print_step_json, print_summary
 
     settings = load_settings()
     printer = print_step_json if args.json else print_step_human
@@ -61,10 +66,10 @@ def _replay(args) -> int:
 
 
 def _sweep(args) -> int:
-    from function.cluster.kube import KubeCluster, load_api_client
-    from function.intake import parse_event
-    from function.pipeline import Pipeline
-    from function.report import setup_logging
+    from podsweeper.cluster.kube import KubeCluster, load_api_client
+    from podsweeper.intake import parse_event
+    from podsweeper.pipeline import Pipeline
+    from podsweeper.report import setup_logging
 
     overrides = {}
     if args.dry_run:
@@ -74,17 +79,24 @@ def _sweep(args) -> int:
     settings = load_settings(**overrides)
     setup_logging(sys.stdout)
     pipeline = Pipeline(KubeCluster(load_api_client(args.kubeconfig)), settings)
-    attributes = {"id": f"cli-sweep-{int(time.time())}", "source": "podsweeper-cli",
-                  "type": "dev.knative.sources.ping", "specversion": "1.0"}
-    print(f"sweeping {', '.join(sorted(settings.namespace_set)) or 'all namespaces'}"
-          f"{' (dry run)' if settings.dry_run else ''}...", file=sys.stderr)
-    outcome = pipeline.handle(parse_event(attributes, {}), datetime.now(timezone.utc))
+    attributes = {
+        "id": f"cli-sweep-{int(time.time())}",
+        "source": "podsweeper-cli",
+        "type": "dev.knative.sources.ping",
+        "specversion": "1.0",
+    }
+    print(
+        f"sweeping {', '.join(sorted(settings.namespace_set)) or 'all namespaces'}"
+        f"{' (dry run)' if settings.dry_run else ''}...",
+        file=sys.stderr,
+    )
+    outcome = pipeline.handle(parse_event(attributes, {}), datetime.now(UTC))
     print(json.dumps(outcome.summary), file=sys.stderr)
     return 0
 
 
 def _record(args) -> int:
-    from function.record import record
+    from podsweeper.tools.record import record
 
     return record(args.kubeconfig, args.namespace, args.out, args.seconds, args.mode)
 

@@ -11,26 +11,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import count
 
-from function import kinds
-from function.cluster.base import DeleteResult, EventRecord, JobUnknown
-from function.model import Job, JobRef, Pod
-from function.objects import (
-    JOB_NAME_LABEL,
-    LEGACY_GROUP_LABEL,
-    LEGACY_JOB_NAME_LABEL,
-    has_training_label,
-    labels_name_job,
-)
-
-
-def _job_names(labels: dict[str, str]) -> set[str]:
-    """Every job name labels_name_job() would match these labels to (both label sets)."""
-    names = set()
-    if JOB_NAME_LABEL in labels:
-        names.add(labels[JOB_NAME_LABEL])
-    if labels.get(LEGACY_GROUP_LABEL) == kinds.GROUP and LEGACY_JOB_NAME_LABEL in labels:
-        names.add(labels[LEGACY_JOB_NAME_LABEL])
-    return names
+from podsweeper.cluster.base import JobUnknown
+from podsweeper.decisions import Result
+from podsweeper.model import EventRecord, Job, JobRef, Pod, Verb
+from podsweeper.ownership import has_training_label, labelled_job_names, labels_name_job
 
 
 @dataclass
@@ -60,13 +44,13 @@ class SimulatedCluster:
     def _indexed(self, key: tuple[str, str], pod: Pod) -> None:
         if key not in self._position:
             self._position[key] = next(self._counter)
-        for job in _job_names(pod.labels):
+        for job in labelled_job_names(pod.labels):
             self._by_job.setdefault((key[0], job), {})[key[1]] = None
 
     def _unindexed(self, key: tuple[str, str], pod: Pod, keep_position: bool = False) -> None:
         if not keep_position:
             self._position.pop(key, None)
-        for job in _job_names(pod.labels):
+        for job in labelled_job_names(pod.labels):
             names = self._by_job.get((key[0], job))
             if names is not None:
                 names.pop(key[1], None)
@@ -86,19 +70,20 @@ class SimulatedCluster:
             self._unindexed(key, previous)
 
     # -- feeding the stream --------------------------------------------------------
-    def observe(self, verb: str, obj: Pod | Job) -> str | None:
+    def observe(self, verb: Verb | str, obj: Pod | Job) -> str | None:
         """Apply one watched change; returns why it was ignored, if it was."""
+        verb = Verb(verb)
         if isinstance(obj, Pod):
             if obj.uid and obj.uid in self.deleted_by_podsweeper:
                 return "pod already deleted by podsweeper in this replay"
             key = (obj.namespace, obj.name)
-            if verb == "delete":
+            if verb is Verb.DELETE:
                 self._drop_pod(key)
             else:
                 self._put_pod(key, obj)
             return None
         key = obj.ref.key
-        if verb == "delete":
+        if verb is Verb.DELETE:
             self.jobs.pop(key, None)
             self.gone_jobs.add(key)
         else:
@@ -123,20 +108,23 @@ class SimulatedCluster:
 
     def list_job_pods(self, ref: JobRef, all_label_sets: bool = False) -> list[Pod]:
         # In memory both label sets cost nothing: always the union.
-        keys = sorted(((ref.namespace, name) for name in self._by_job.get((ref.namespace, ref.name), ())),
-                      key=self._position.__getitem__)
+        keys = sorted(
+            ((ref.namespace, name) for name in self._by_job.get((ref.namespace, ref.name), ())),
+            key=self._position.__getitem__,
+        )
         return [p for p in (self.pods[key] for key in keys) if labels_name_job(p.labels, ref.name)]
 
-    def delete_pod(self, namespace: str, name: str, uid: str, resource_version: str = "") -> DeleteResult:
+    def delete_pod(self, namespace: str, name: str, uid: str, resource_version: str = "") -> Result:
         current = self.pods.get((namespace, name))
         if current is None:
-            return DeleteResult.GONE
-        if current.uid != uid or (resource_version and current.resource_version
-                                  and current.resource_version != resource_version):
-            return DeleteResult.CONFLICT
+            return Result.GONE
+        if current.uid != uid or (
+            resource_version and current.resource_version and current.resource_version != resource_version
+        ):
+            return Result.CONFLICT
         self._drop_pod((namespace, name))
         self.deleted_by_podsweeper.add(uid)
-        return DeleteResult.DELETED
+        return Result.DELETED
 
     def record_event(self, event: EventRecord) -> None:
         existing = self.events.get(event.name)

@@ -14,11 +14,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
-from function.cluster.simulated import SimulatedCluster
-from function.config import Settings
-from function.errors import BadEvent
-from function.intake import Intake, ObjectChange, parse_event
-from function.pipeline import Outcome, Pipeline
+from podsweeper.cluster.simulated import SimulatedCluster
+from podsweeper.config import Settings
+from podsweeper.errors import BadEvent
+from podsweeper.intake import Intake, ObjectChange, parse_event
+from podsweeper.objects import json_bytes
+from podsweeper.pipeline import Outcome, Pipeline
 
 
 class MalformedLine(Exception):
@@ -55,8 +56,9 @@ def read_events(path: str, stream: TextIO) -> Iterator[tuple[int, Intake, dateti
         if not isinstance(raw, dict):
             raise MalformedLine(path, number, "not a JSON object")
         attributes = {k: v for k, v in raw.items() if k not in ("data", "data_base64")}
+        data = raw.get("data")
         try:
-            intake = parse_event(attributes, raw.get("data"))
+            intake = parse_event(attributes, None if data is None else json_bytes(data))
         except BadEvent as error:
             raise MalformedLine(path, number, str(error)) from None
         if intake.attributes.time is None:
@@ -74,8 +76,9 @@ def replay(paths: list[str], settings: Settings, on_step=None) -> ReplayRun:
                 observed = None
                 if isinstance(intake.trigger, ObjectChange):
                     observed = run.cluster.observe(intake.trigger.verb, intake.trigger.obj)
-                outcome = Outcome(intake.attributes.id, note=observed) if observed \
-                    else pipeline.handle(intake, now)
+                outcome = (
+                    Outcome(intake.attributes.id, note=observed) if observed else pipeline.handle(intake, now)
+                )
                 step = ReplayStep(path, number, intake, now, outcome, observed)
                 run.steps.append(step)
                 if on_step is not None:

@@ -13,9 +13,8 @@ import sys
 from collections.abc import Iterable
 from datetime import datetime
 
-from function.cluster.base import EventRecord
-from function.decisions import Decision, Rule
-from function.model import ContainerView, JobRef
+from podsweeper.decisions import Decision, Result, Rule
+from podsweeper.model import ContainerView, EventRecord, JobRef
 
 decision_log = logging.getLogger("podsweeper.decisions")
 
@@ -38,11 +37,15 @@ def setup_logging(stream=None) -> None:
     decision_log.propagate = False
 
 
-def log_decision(event_id: str, decision: Decision, result: str | None, dry_run: bool) -> dict:
-    line = {"msg": "decision", "event_id": event_id, **decision.as_dict(),
-            "result": result, "dry_run": dry_run}
+def log_decision(event_id: str, decision: Decision, result: Result | None, dry_run: bool) -> None:
+    line = {
+        "msg": "decision",
+        "event_id": event_id,
+        **decision.as_dict(),
+        "result": result.value if result else None,
+        "dry_run": dry_run,
+    }
     decision_log.info(json.dumps(line, sort_keys=False))
-    return line
 
 
 def _event_name(job: JobRef, *parts: str) -> str:

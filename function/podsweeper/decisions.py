@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
-from function.model import ContainerView, JobRef
+from podsweeper.model import ContainerView, JobRef
 
 
-class Rule(str, Enum):
+class Rule(StrEnum):
     FINISHED_JOB_ACTIVE_POD = "finished-job-active-pod"
     CLEAN_POD_POLICY_ALL = "clean-pod-policy-all"
     ORPHAN = "orphan"
@@ -16,10 +16,21 @@ class Rule(str, Enum):
     NO_BACKOFF_LIMIT = "no-backoff-limit"
 
 
-class Action(str, Enum):
+class Action(StrEnum):
     DELETE = "delete"
     WARN = "warn"
     SKIP = "skip"
+
+
+class Result(StrEnum):
+    """What carrying out a decision did (a skip has none)."""
+
+    DELETED = "deleted"
+    GONE = "gone"  # 404: already deleted by someone else
+    CONFLICT = "conflict"  # 409: a precondition failed (a new pod has this name, or it changed)
+    DRY_RUN = "dry-run"
+    DEFERRED = "deferred"  # over PODSWEEPER_MAX_DELETES_PER_EVENT: the next event or sweep
+    WARNED = "warned"  # a Warning Event was written
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,12 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from function import kinds
-from function.cluster.base import DeleteResult, EventRecord
-from function.errors import ApiUnavailable, BadEvent
-from function.model import Job, JobRef, Pod
-from function.objects import TRAINING_POD_SELECTORS, job_pod_selectors, parse_job, parse_pod, parse_pod_page
+from podsweeper import kinds
+from podsweeper.decisions import Result
+from podsweeper.errors import ApiUnavailable, BadEvent
+from podsweeper.model import EventRecord, Job, JobRef, Pod
+from podsweeper.objects import decode_job, decode_pod, parse_job_page, parse_pod_page
+from podsweeper.ownership import TRAINING_POD_SELECTORS, job_pod_selectors
 
 log = logging.getLogger("podsweeper.cluster")
 
@@ -54,14 +55,22 @@ _LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 
 def _can_exist(namespace: str, name: str) -> bool:
     """Could a namespaced object with this namespace and name exist at all?"""
-    return (len(namespace) <= 63 and _DNS_LABEL.fullmatch(namespace) is not None
-            and len(name) <= 253 and _DNS_SUBDOMAIN.fullmatch(name) is not None)
+    return (
+        len(namespace) <= 63
+        and _DNS_LABEL.fullmatch(namespace) is not None
+        and len(name) <= 253
+        and _DNS_SUBDOMAIN.fullmatch(name) is not None
+    )
 
 
 def _can_label(namespace: str, job_name: str) -> bool:
     """Could pods in this namespace carry this job name as a label value?"""
-    return (len(namespace) <= 63 and _DNS_LABEL.fullmatch(namespace) is not None
-            and len(job_name) <= 63 and _LABEL_VALUE.fullmatch(job_name) is not None)
+    return (
+        len(namespace) <= 63
+        and _DNS_LABEL.fullmatch(namespace) is not None
+        and len(job_name) <= 63
+        and _LABEL_VALUE.fullmatch(job_name) is not None
+    )
 
 
 def _retry_after(error: ApiException) -> float | None:
@@ -111,14 +120,20 @@ class KubeCluster:
                 if error.status == 404:
                     return None
                 wait = _retry_after(error)
-                if error.status == 429 and attempt == 1 and wait is not None \
-                        and wait <= MAX_RETRY_AFTER_WAIT and self._fits(wait):
+                if (
+                    error.status == 429
+                    and attempt == 1
+                    and wait is not None
+                    and wait <= MAX_RETRY_AFTER_WAIT
+                    and self._fits(wait)
+                ):
                     time.sleep(wait)
                     continue
                 if error.status == 409:
                     raise
-                raise ApiUnavailable(f"{what}: API answered {error.status} {error.reason}",
-                                     retry_after=wait) from None
+                raise ApiUnavailable(
+                    f"{what}: API answered {error.status} {error.reason}", retry_after=wait
+                ) from None
             except (urllib3.exceptions.HTTPError, OSError) as error:
                 raise ApiUnavailable(f"{what}: {type(error).__name__}: {error}"[:300]) from None
         raise AssertionError("unreachable")
@@ -126,32 +141,35 @@ class KubeCluster:
     def _fits(self, wait: float) -> bool:
         return self.deadline is None or time.monotonic() + wait < self.deadline - 0.5
 
-    def _pod_pages(self, what: str, fn: Callable[..., Any], *args, **kwargs) -> Iterator[Pod]:
-        """Pods of a paginated LIST, each page validated straight from the API's bytes."""
+    def _paged(
+        self,
+        parse_page: Callable[[bytes], tuple[list[Any], list[str], str | None]],
+        what: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        **kwargs: Any,
+    ) -> Iterator[Any]:
+        """Objects of a paginated LIST, each page validated straight from the API's bytes.
+
+        A collection the API does not serve (a CRD not installed) answers 404: no objects.
+        """
         token = None
         while True:
             body = self._request(what, fn, *args, limit=PAGE_SIZE, _continue=token, **kwargs)
-            pods, unreadable, token = parse_pod_page(body or b"{}")
-            for raw in unreadable:
-                self._parsed(parse_pod, raw)  # logs why it is left alone
-            yield from pods
-            if not token:
-                return
-
-    def _pages(self, what: str, fn: Callable[..., Any], *args, **kwargs) -> Iterator[dict]:
-        token = None
-        while True:
-            body = self._call(what, fn, *args, limit=PAGE_SIZE, _continue=token, **kwargs) or {}
-            yield from body.get("items") or ()
-            token = (body.get("metadata") or {}).get("continue")
+            objects, unreadable, token = parse_page(body or b"{}")
+            for reason in unreadable:
+                log.warning("ignoring an object the API returned: %s", reason)
+            yield from objects
             if not token:
                 return
 
     @staticmethod
-    def _parsed(parse: Callable[[Any], Any], raw: Any) -> Any:
-        """An API object through the typed edge; one we cannot read is left alone."""
+    def _decoded(decode: Callable[[bytes], Any], body: bytes | None) -> Any:
+        """One object through the typed edge; None on 404 or when we cannot read it."""
+        if body is None:
+            return None
         try:
-            return parse(raw)
+            return decode(body)
         except BadEvent as error:
             log.warning("ignoring an object the API returned: %s", error)
             return None
@@ -160,16 +178,22 @@ class KubeCluster:
     def get_job(self, ref: JobRef) -> Job | None:
         if not _can_exist(ref.namespace, ref.name):
             return None
-        raw = self._call(f"get {ref.kind.plural} {ref.namespace}/{ref.name}",
-                         self.custom.get_namespaced_custom_object,
-                         kinds.GROUP, ref.version, ref.namespace, ref.kind.plural, ref.name)
-        return None if raw is None else self._parsed(parse_job, raw)
+        body = self._request(
+            f"get {ref.kind.plural} {ref.namespace}/{ref.name}",
+            self.custom.get_namespaced_custom_object,
+            kinds.GROUP,
+            ref.version,
+            ref.namespace,
+            ref.kind.plural,
+            ref.name,
+        )
+        return self._decoded(decode_job, body)
 
     def get_pod(self, namespace: str, name: str) -> Pod | None:
         if not _can_exist(namespace, name):
             return None
-        raw = self._call(f"get pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace)
-        return None if raw is None else self._parsed(parse_pod, raw)
+        body = self._request(f"get pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace)
+        return self._decoded(decode_pod, body)
 
     def list_job_pods(self, ref: JobRef, all_label_sets: bool = False) -> list[Pod]:
         """LIST by the v1.6+ label; by the pre-v1.6 labels when that finds nothing, or always
@@ -184,54 +208,86 @@ class KubeCluster:
         for selector in job_pod_selectors(ref.name):
             if found and not all_label_sets:
                 break
-            for pod in self._pod_pages(f"list pods of {ref.namespace}/{ref.name}",
-                                       self.core.list_namespaced_pod, ref.namespace, label_selector=selector):
+            for pod in self._paged(
+                parse_pod_page,
+                f"list pods of {ref.namespace}/{ref.name}",
+                self.core.list_namespaced_pod,
+                ref.namespace,
+                label_selector=selector,
+            ):
                 found.setdefault(pod.uid, pod)
         return list(found.values())
 
-    def delete_pod(self, namespace: str, name: str, uid: str, resource_version: str = "") -> DeleteResult:
-        body = client.V1DeleteOptions(preconditions=client.V1Preconditions(
-            uid=uid, resource_version=resource_version or None))
+    def delete_pod(self, namespace: str, name: str, uid: str, resource_version: str = "") -> Result:
+        body = client.V1DeleteOptions(
+            preconditions=client.V1Preconditions(uid=uid, resource_version=resource_version or None)
+        )
         try:
-            found = self._request(f"delete pod {namespace}/{name}",
-                                  self.core.delete_namespaced_pod, name, namespace, body=body)
+            found = self._request(
+                f"delete pod {namespace}/{name}", self.core.delete_namespaced_pod, name, namespace, body=body
+            )
         except ApiException:  # only 409 gets here: a precondition failed
-            return DeleteResult.CONFLICT
-        return DeleteResult.GONE if found is None else DeleteResult.DELETED
+            return Result.CONFLICT
+        return Result.GONE if found is None else Result.DELETED
 
     def record_event(self, event: EventRecord) -> None:
         ref, stamp = event.involved, event.time.isoformat().replace("+00:00", "Z")
         body = {
-            "apiVersion": "v1", "kind": "Event",
+            "apiVersion": "v1",
+            "kind": "Event",
             "metadata": {"name": event.name, "namespace": ref.namespace},
-            "involvedObject": {"apiVersion": ref.api_version or f"{kinds.GROUP}/{ref.version}",
-                               "kind": ref.kind.kind, "name": ref.name, "namespace": ref.namespace,
-                               "uid": ref.uid or ""},
-            "type": event.type, "reason": event.reason, "message": event.message,
-            "source": {"component": "podsweeper"}, "reportingComponent": "podsweeper",
-            "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+            "involvedObject": {
+                "apiVersion": ref.api_version or f"{kinds.GROUP}/{ref.version}",
+                "kind": ref.kind.kind,
+                "name": ref.name,
+                "namespace": ref.namespace,
+                "uid": ref.uid or "",
+            },
+            "type": event.type,
+            "reason": event.reason,
+            "message": event.message,
+            "source": {"component": "podsweeper"},
+            "reportingComponent": "podsweeper",
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
         }
         try:
             self._call(f"create event {event.name}", self.core.create_namespaced_event, ref.namespace, body)
             return
         except ApiException:  # 409: the same warning again -> bump its count
             pass
-        current = self._call(f"get event {event.name}", self.core.read_namespaced_event,
-                             event.name, ref.namespace) or {}
-        patch = {"count": int(current.get("count") or 1) + 1, "lastTimestamp": stamp,
-                 "message": event.message}
-        self._call(f"patch event {event.name}", self.core.patch_namespaced_event,
-                   event.name, ref.namespace, patch)
+        current = (
+            self._call(f"get event {event.name}", self.core.read_namespaced_event, event.name, ref.namespace)
+            or {}
+        )
+        patch = {
+            "count": int(current.get("count") or 1) + 1,
+            "lastTimestamp": stamp,
+            "message": event.message,
+        }
+        self._call(
+            f"patch event {event.name}", self.core.patch_namespaced_event, event.name, ref.namespace, patch
+        )
 
     def list_training_pods(self, namespace: str | None) -> Iterator[Pod]:
         seen: set[str] = set()  # a pod may carry both label sets
         for selector in TRAINING_POD_SELECTORS:
             if namespace is None:
-                pods = self._pod_pages("list training pods", self.core.list_pod_for_all_namespaces,
-                                       label_selector=selector)
+                pods = self._paged(
+                    parse_pod_page,
+                    "list training pods",
+                    self.core.list_pod_for_all_namespaces,
+                    label_selector=selector,
+                )
             else:
-                pods = self._pod_pages(f"list training pods in {namespace}", self.core.list_namespaced_pod,
-                                       namespace, label_selector=selector)
+                pods = self._paged(
+                    parse_pod_page,
+                    f"list training pods in {namespace}",
+                    self.core.list_namespaced_pod,
+                    namespace,
+                    label_selector=selector,
+                )
             for pod in pods:
                 if pod.uid not in seen:
                     seen.add(pod.uid)
@@ -245,12 +301,21 @@ class KubeCluster:
     def _list_kind(self, kind: kinds.TrainingKind, version: str, namespace: str | None) -> Iterator[Job]:
         what = f"list {kind.plural}.{version}"
         if namespace is None:
-            pages = self._pages(what, self.custom.list_cluster_custom_object, kinds.GROUP, version, kind.plural)
+            yield from self._paged(
+                parse_job_page,
+                what,
+                self.custom.list_cluster_custom_object,
+                kinds.GROUP,
+                version,
+                kind.plural,
+            )
         else:
-            pages = self._pages(what, self.custom.list_namespaced_custom_object,
-                                kinds.GROUP, version, namespace, kind.plural)
-        # A kind whose CRD is not installed answers 404: _call makes that an empty page.
-        for raw in pages:
-            job = self._parsed(parse_job, raw)
-            if job is not None:
-                yield job
+            yield from self._paged(
+                parse_job_page,
+                what,
+                self.custom.list_namespaced_custom_object,
+                kinds.GROUP,
+                version,
+                namespace,
+                kind.plural,
+            )

@@ -1,8 +1,8 @@
-"""The live function's process-wide state: settings, the cluster client, the pipeline.
+"""The live function's state: settings, the cluster client, the pipeline.
 
-Settings are read at start (bad configuration fails the start); the Kubernetes client is
-created on first use, so the server starts, and answers irrelevant or malformed events,
-without ever reaching the API.
+Built once per process (`Service.from_environment()`; bad configuration fails the start)
+and handed to the HTTP edge. The Kubernetes client is created on first use, so the server
+starts, and answers irrelevant or malformed events, without ever reaching the API.
 """
 
 from __future__ import annotations
@@ -10,20 +10,16 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
-from function import metrics
-from function.cluster.base import Cluster
-from function.config import Settings, load_settings
-from function.errors import ApiUnavailable, BadEvent
-from function.intake import PING_TYPE, REFERENCE_PREFIX, RESOURCE_PREFIX, VERBS, parse_event
-from function.pipeline import Outcome, Pipeline
-from function.report import setup_logging
-
-
-ACCEPTED_TYPES = frozenset({PING_TYPE} | {prefix + verb for prefix in (RESOURCE_PREFIX, REFERENCE_PREFIX)
-                                           for verb in VERBS})
+from podsweeper import metrics
+from podsweeper.cluster.base import Cluster
+from podsweeper.config import Settings, load_settings
+from podsweeper.errors import ApiUnavailable, BadEvent
+from podsweeper.intake import ACCEPTED_TYPES, parse_event
+from podsweeper.pipeline import Outcome, Pipeline
+from podsweeper.report import setup_logging
 
 
 class Service:
@@ -34,21 +30,28 @@ class Service:
         self._lock = threading.Lock()
         self.pipeline = Pipeline(cluster if cluster is not None else _LazyCluster(self), settings)
 
+    @classmethod
+    def from_environment(cls) -> Service:
+        """The served function's Service: PODSWEEPER_* settings, decision lines on stdout."""
+        settings = load_settings()
+        setup_logging()
+        return cls(settings)
+
     @property
     def cluster(self) -> Cluster:
         if self._cluster is None:
             with self._lock:
                 if self._cluster is None:
-                    from function.cluster.kube import KubeCluster, load_api_client
+                    from podsweeper.cluster.kube import KubeCluster, load_api_client
 
                     try:
                         self._cluster = KubeCluster(load_api_client(self._kubeconfig))
-                    except Exception as error:  # no kubeconfig yet: retry later
+                    except Exception as error:  # noqa: BLE001 - no kubeconfig yet: retry later
                         raise ApiUnavailable(f"no Kubernetes configuration: {error}") from None
         return self._cluster
 
-    def handle(self, attributes: Mapping[str, Any], data: Any) -> Outcome:
-        """Handle one CloudEvent within the configured time bound."""
+    def handle(self, attributes: Mapping[str, Any], data: bytes | None) -> Outcome:
+        """Handle one CloudEvent (its attributes and its data as sent) within the time bound."""
         started = time.monotonic()
         # Only the accepted types label the metric: any other string an event may carry
         # would add a time series for good (unbounded memory, a Prometheus cardinality bomb).
@@ -57,9 +60,10 @@ class Service:
         outcome_label = "error"
         try:
             intake = parse_event(attributes, data)
-            outcome = self.pipeline.handle(intake, datetime.now(timezone.utc),
-                                      started + self.settings.event_timeout_seconds)
-            outcome_label = "ignored" if outcome.note and not outcome.applied else "processed"
+            outcome = self.pipeline.handle(
+                intake, datetime.now(UTC), started + self.settings.event_timeout_seconds
+            )
+            outcome_label = "ignored" if outcome.ignored else "processed"
             return outcome
         except BadEvent:
             outcome_label = "bad_request"
@@ -78,23 +82,11 @@ class _LazyCluster:
     def __init__(self, service: Service, deadline: float | None = None):
         self._service, self._deadline = service, deadline
 
-    def bounded(self, deadline: float) -> "_LazyCluster":
+    def bounded(self, deadline: float) -> _LazyCluster:
         return _LazyCluster(self._service, deadline)
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         cluster = self._service.cluster
         if self._deadline is not None:
             cluster = cluster.bounded(self._deadline)
         return getattr(cluster, name)
-
-
-_service: Service | None = None
-
-
-def get_service() -> Service:
-    """The process's Service, created from the environment on first call."""
-    global _service
-    if _service is None:
-        setup_logging()
-        _service = Service(load_settings())
-    return _service

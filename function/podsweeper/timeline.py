@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from typing import TextIO
 
-from function.intake import ObjectChange, ReferenceChange, SweepRequest
-from function.model import Job, Pod
-from function.replay import ReplayRun, ReplayStep
+from podsweeper.decisions import Result
+from podsweeper.intake import ObjectChange, ReferenceChange, SweepRequest
+from podsweeper.model import Job, Pod
+from podsweeper.replay import ReplayRun, ReplayStep
 
 
 def _what(step: ReplayStep) -> str:
@@ -42,24 +43,39 @@ def print_step_human(step: ReplayStep, out: TextIO) -> None:
         print(f"          nothing to do: {step.outcome.note}", file=out)
     for item in applied:
         d = item.decision
-        result = f" -> {item.result}" if item.result and item.result != "warned" else ""
-        print(f"          {d.action.value.upper():<6} {d.kind} {d.namespace}/{d.name}{result}  "
-              f"[{d.rule.value}] {d.reason}", file=out)
+        result = f" -> {item.result.value}" if item.result and item.result is not Result.WARNED else ""
+        print(
+            f"          {d.action.value.upper():<6} {d.kind} {d.namespace}/{d.name}{result}  "
+            f"[{d.rule.value}] {d.reason}",
+            file=out,
+        )
         for c in d.evidence:
-            print(f"                 evidence {c.name}: exit code {c.exit_code}, reason {c.reason}, "
-                  f"{c.restart_count} restarts", file=out)
+            print(
+                f"                 evidence {c.name}: exit code {c.exit_code}, reason {c.reason}, "
+                f"{c.restart_count} restarts",
+                file=out,
+            )
 
 
 def print_step_json(step: ReplayStep, out: TextIO) -> None:
     for item in step.outcome.applied:
-        line = {"event_id": step.outcome.event_id, **item.decision.as_dict(), "result": item.result,
-                "time": step.time.isoformat(), "file": step.path, "line": step.line}
+        line = {
+            "event_id": step.outcome.event_id,
+            **item.decision.as_dict(),
+            "result": item.result.value if item.result else None,
+            "time": step.time.isoformat(),
+            "file": step.path,
+            "line": step.line,
+        }
         print(json.dumps(line), file=out)
 
 
 def print_header(paths: list[str], out: TextIO) -> None:
-    print(f"Replaying {', '.join(paths)} against a simulated cluster built from the events "
-          "(nothing real is touched).\n", file=out)
+    print(
+        f"Replaying {', '.join(paths)} against a simulated cluster built from the events "
+        "(nothing real is touched).\n",
+        file=out,
+    )
 
 
 def print_summary(run: ReplayRun, out: TextIO) -> None:

@@ -1,6 +1,6 @@
 """Plain data the decision engine works on: what a pod or a job *is*, nothing more.
 
-Built from Kubernetes objects by `function.objects` (the typed edge); the engine, the
+Built from Kubernetes objects by `podsweeper.objects` (the typed edge); the engine, the
 simulated cluster and the reports only ever see these frozen dataclasses.
 """
 
@@ -8,14 +8,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 
-from function.kinds import TrainingKind
+from podsweeper.kinds import TrainingKind
 
 SKIP_ANNOTATION = "podsweeper.dev/skip"
 
 # Phases in which a pod still holds its node's resources.
 ACTIVE_PHASES = frozenset({"Pending", "Running"})
 TERMINATED_PHASES = frozenset({"Succeeded", "Failed", "Unknown"})
+
+
+class Verb(StrEnum):
+    """A watched change, as ApiServerSource names it (watch ADDED / MODIFIED / DELETED)."""
+
+    ADD = "add"
+    UPDATE = "update"
+    DELETE = "delete"
 
 
 @dataclass(frozen=True)
@@ -109,3 +118,15 @@ class Job:
     def restarts_unbounded(self) -> bool:
         """No backoffLimit and no deadline: nothing will ever stop failed pods restarting."""
         return self.backoff_limit is None and self.active_deadline_seconds is None
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """A Kubernetes Event about a job. Same `name` = same Event: its count goes up."""
+
+    name: str
+    involved: JobRef
+    type: str  # "Normal" | "Warning"
+    reason: str
+    message: str
+    time: datetime

@@ -6,6 +6,7 @@ EVENTS = Counter("podsweeper_events_total", "CloudEvents received", ["type", "ou
 DECISIONS = Counter("podsweeper_decisions_total", "Decisions made", ["rule", "action"])
 DELETES = Counter("podsweeper_deletes_total", "Pod deletes by result", ["result"])
 HANDLING = Histogram(
-    "podsweeper_event_handling_seconds", "Time to handle one event",
+    "podsweeper_event_handling_seconds",
+    "Time to handle one event",
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )

@@ -1,49 +1,33 @@
 """The typed edge: Kubernetes objects (event payloads and API answers) -> plain data.
 
-Pydantic validates exactly the fields the rules read and ignores everything else
-(managedFields, spec.containers, ...). A payload that does not validate is bad input
-(400); the engine never sees a half-understood object.
+One path for every body: pydantic validates JSON bytes straight into the models below
+(about twice as fast as json.loads + validation, and unread fields never become Python
+objects), reading exactly the fields the rules need and ignoring the rest (managedFields,
+spec.containers, ...). A payload that does not validate is bad input (400); the engine
+never sees a half-understood object.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+)
 
-from function import kinds
-from function.errors import BadEvent
-from function.model import SKIP_ANNOTATION, ContainerView, Job, JobRef, Pod
-
-JOB_NAME_LABEL = "training.kubeflow.org/job-name"
-OPERATOR_NAME_LABEL = "training.kubeflow.org/operator-name"
-LEGACY_JOB_NAME_LABEL = "job-name"
-LEGACY_GROUP_LABEL = "group-name"
-
-# The two label selectors that find every training pod (v1.6+ and the older labels).
-TRAINING_POD_SELECTORS = (JOB_NAME_LABEL, f"{LEGACY_GROUP_LABEL}={kinds.GROUP},{LEGACY_JOB_NAME_LABEL}")
-
-
-def has_training_label(labels: dict[str, str]) -> bool:
-    """What TRAINING_POD_SELECTORS select, for clusters that filter in memory."""
-    return JOB_NAME_LABEL in labels or (
-        labels.get(LEGACY_GROUP_LABEL) == kinds.GROUP and LEGACY_JOB_NAME_LABEL in labels)
-
-
-def job_pod_selectors(job_name: str) -> tuple[str, str]:
-    """The two label selectors that find one job's pods (v1.6+ and the pre-v1.6 labels)."""
-    return (f"{JOB_NAME_LABEL}={job_name}",
-            f"{LEGACY_GROUP_LABEL}={kinds.GROUP},{LEGACY_JOB_NAME_LABEL}={job_name}")
-
-
-def labels_name_job(labels: dict[str, str], job_name: str) -> bool:
-    """What job_pod_selectors(job_name) select, for clusters that filter in memory."""
-    return labels.get(JOB_NAME_LABEL) == job_name or (
-        labels.get(LEGACY_GROUP_LABEL) == kinds.GROUP and labels.get(LEGACY_JOB_NAME_LABEL) == job_name)
-
+from podsweeper import kinds
+from podsweeper.errors import BadEvent
+from podsweeper.model import SKIP_ANNOTATION, ContainerView, Job, Pod
+from podsweeper.ownership import Owner, pod_ownership
 
 CLEAN_POD_POLICIES = frozenset({"None", "Running", "All"})
 
@@ -164,8 +148,18 @@ def _one_line(error: ValidationError) -> str:
     return f"{where}: {first['msg']}"
 
 
-def validate(model: type[_Model], raw: Any, what: str) -> Any:
-    """Validate raw data against `model`; BadEvent with a one-line reason on failure."""
+def validate_json(model: type[Any], body: bytes | str, what: str) -> Any:
+    """Validate JSON bytes against `model`; BadEvent with a one-line reason on failure."""
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as error:
+        raise BadEvent(f"{what} invalid: {_one_line(error)}") from None
+    except RecursionError:
+        raise BadEvent(f"{what} JSON is nested too deeply") from None
+
+
+def _validate_part(model: type[Any], raw: Any, what: str) -> Any:
+    """A part of an already validated object (a replica spec, the runPolicy)."""
     if not isinstance(raw, dict):
         raise BadEvent(f"{what} is not a JSON object")
     try:
@@ -174,28 +168,31 @@ def validate(model: type[_Model], raw: Any, what: str) -> Any:
         raise BadEvent(f"{what} invalid: {_one_line(error)}") from None
 
 
+def json_bytes(obj: Mapping[str, Any]) -> bytes:
+    """An object as the API would send it (for callers that hold one decoded, e.g. a replay line)."""
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+class TypeMeta(_Model):
+    """What every Kubernetes object says about itself; read when nothing else tells the kind."""
+
+    apiVersion: str
+    kind: str
+    metadata: dict[str, Any]
+
+
 @dataclass(frozen=True)
-class RawJSON:
-    """A JSON body not decoded yet: pydantic validates it straight from bytes (twice as fast
-    as json.loads + validation, and unread fields never become Python objects)."""
+class Unreadable:
+    """An item of a LIST page that does not validate: reported and left alone."""
 
-    body: bytes
-
-    def decode(self, what: str = "body") -> Any:
-        try:
-            return json.loads(self.body)
-        except (ValueError, UnicodeDecodeError):
-            raise BadEvent(f"{what} is not valid JSON") from None
-        except RecursionError:
-            raise BadEvent(f"{what} JSON is nested too deeply") from None
+    reason: str
 
 
-def validate_json(model: type[_Model], body: bytes, what: str) -> Any:
-    """Like validate(), from JSON bytes."""
+def _lenient(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
     try:
-        return model.model_validate_json(body)
+        return handler(value)
     except ValidationError as error:
-        raise BadEvent(f"{what} invalid: {_one_line(error)}") from None
+        return Unreadable(_one_line(error))
 
 
 class _ListMeta(_Model):
@@ -205,60 +202,50 @@ class _ListMeta(_Model):
 class PodList(_Model):
     """A page of a pod LIST, validated in one pass from the API's bytes."""
 
-    items: list[PodObject] | None = None
+    items: list[Annotated[PodObject, WrapValidator(_lenient)]] | None = None
     metadata: _ListMeta | None = None
 
 
-def parse_pod_page(body: bytes) -> tuple[list[Pod], list[Any], str | None]:
-    """Pods of one LIST page and its continue token.
+class JobList(_Model):
+    """A page of a training-job LIST, validated in one pass from the API's bytes."""
 
-    Fast path: the whole page validated from bytes. If any item does not validate, the
-    page is decoded and the unreadable items are returned raw (second list) for the caller
-    to report and leave alone.
-    """
-    try:
-        page = PodList.model_validate_json(body or b"{}")
-        token = page.metadata.continue_ if page.metadata else None
-        return [pod_from(item) for item in page.items or ()], [], token
-    except ValidationError:
-        pass
-    decoded = RawJSON(body).decode("pod list") or {}
-    good, bad = [], []
-    for raw in decoded.get("items") or ():
+    items: list[Annotated[JobObject, WrapValidator(_lenient)]] | None = None
+    metadata: _ListMeta | None = None
+
+
+def parse_pod_page(body: bytes) -> tuple[list[Pod], list[str], str | None]:
+    """Pods of one LIST page, why any item was unreadable, and the continue token."""
+    page = validate_json(PodList, body or b"{}", "pod list")
+    pods, unreadable = [], []
+    for item in page.items or ():
+        if isinstance(item, Unreadable):
+            unreadable.append(f"pod invalid: {item.reason}")
+        else:
+            pods.append(pod_from(item))
+    return pods, unreadable, page.metadata.continue_ if page.metadata else None
+
+
+def parse_job_page(body: bytes) -> tuple[list[Job], list[str], str | None]:
+    """Jobs of one LIST page, why any item was unreadable, and the continue token."""
+    page = validate_json(JobList, body or b"{}", "job list")
+    jobs, unreadable = [], []
+    for item in page.items or ():
         try:
-            good.append(parse_pod(raw))
-        except BadEvent:
-            bad.append(raw)
-    return good, bad, (decoded.get("metadata") or {}).get("continue")
-
-
-def pod_job_ref(meta: ObjectMeta) -> tuple[JobRef | None, bool]:
-    """The job a pod belongs to, and whether a non-training controller owns it.
-
-    Controller ownerReference first; only a pod with no controller at all may be claimed
-    by its labels (a pod some other controller owns is never ours, whatever its labels).
-    """
-    controller = next((o for o in meta.ownerReferences or () if o.controller), None)
-    if controller is not None:
-        kind = kinds.lookup(controller.apiVersion, controller.kind)
-        if kind is None:
-            return None, True
-        return JobRef(kind, meta.namespace, controller.name, controller.uid or None,
-                      controller.apiVersion), False
-    labels = meta.labels or {}
-    name = labels.get(JOB_NAME_LABEL)
-    if not name and labels.get(LEGACY_GROUP_LABEL) == kinds.GROUP:
-        name = labels.get(LEGACY_JOB_NAME_LABEL)
-    kind = kinds.BY_OPERATOR_NAME.get(labels.get(OPERATOR_NAME_LABEL, ""))
-    if not name or kind is None:
-        return None, False  # no job, or a job whose kind cannot be told: not ours
-    return JobRef(kind, meta.namespace, name), False
+            if isinstance(item, Unreadable):
+                raise BadEvent(f"job invalid: {item.reason}")
+            jobs.append(job_from(item))
+        except BadEvent as error:
+            unreadable.append(str(error))
+    return jobs, unreadable, page.metadata.continue_ if page.metadata else None
 
 
 def pod_from(obj: PodObject) -> Pod:
     meta = obj.metadata
     status = obj.status or PodStatus()
-    job, foreign = pod_job_ref(meta)
+    owners = [
+        Owner(o.apiVersion, o.kind, o.name, o.uid, bool(o.controller)) for o in meta.ownerReferences or ()
+    ]
+    ownership = pod_ownership(meta.namespace, owners, meta.labels or {})
     return Pod(
         namespace=meta.namespace,
         name=meta.name,
@@ -268,8 +255,8 @@ def pod_from(obj: PodObject) -> Pod:
         opted_out=meta.opted_out(),
         terminating=meta.deletionTimestamp is not None,
         created=meta.creationTimestamp,
-        job=job,
-        foreign_controller=foreign,
+        job=ownership.job,
+        foreign_controller=ownership.foreign_controller,
         containers=tuple(c.view() for c in status.containerStatuses or ()),
         resource_version=meta.resourceVersion,
     )
@@ -287,7 +274,7 @@ def job_from(obj: JobObject) -> Job:
     if kind is None:
         raise BadEvent(f"{obj.apiVersion}/{obj.kind} is not a training job kind")
     spec = obj.spec or {}
-    run_policy = validate(RunPolicy, spec.get("runPolicy") or {}, "spec.runPolicy")
+    run_policy = _validate_part(RunPolicy, spec.get("runPolicy") or {}, "spec.runPolicy")
     policy = run_policy.cleanPodPolicy
     if policy is None and kind.top_level_clean_pod_policy:
         top = spec.get("cleanPodPolicy")
@@ -296,8 +283,11 @@ def job_from(obj: JobObject) -> Job:
     if not isinstance(replicas, dict):
         raise BadEvent(f"spec.{kind.replica_specs_key} is not an object")
     restart = tuple(
-        (str(rtype), validate(ReplicaSpec, rspec or {}, f"spec.{kind.replica_specs_key}.{rtype}").restartPolicy
-         or kind.default_restart_policy)
+        (
+            str(rtype),
+            _validate_part(ReplicaSpec, rspec or {}, f"spec.{kind.replica_specs_key}.{rtype}").restartPolicy
+            or kind.default_restart_policy,
+        )
         for rtype, rspec in replicas.items()
     )
     finished, suspended = _finished(obj.status)
@@ -318,9 +308,21 @@ def job_from(obj: JobObject) -> Job:
     )
 
 
-def parse_pod(raw: Any) -> Pod:
-    return pod_from(validate(PodObject, raw, "pod"))
+def decode_pod(body: bytes | str) -> Pod:
+    """A pod from the JSON the API (or an event) sent."""
+    return pod_from(validate_json(PodObject, body, "pod"))
 
 
-def parse_job(raw: Any) -> Job:
-    return job_from(validate(JobObject, raw, "job"))
+def decode_job(body: bytes | str) -> Job:
+    """A training job from the JSON the API (or an event) sent; BadEvent if it is not one."""
+    return job_from(validate_json(JobObject, body, "job"))
+
+
+def parse_pod(obj: Mapping[str, Any]) -> Pod:
+    """A pod from an object already decoded (tests, builders): the same path, via its JSON."""
+    return decode_pod(json_bytes(obj))
+
+
+def parse_job(obj: Mapping[str, Any]) -> Job:
+    """A training job from an object already decoded: the same path, via its JSON."""
+    return decode_job(json_bytes(obj))

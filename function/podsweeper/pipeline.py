@@ -10,16 +10,16 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from function import engine, metrics
-from function.actions import Applied, carry_out
-from function.cluster.base import Cluster, JobUnknown
-from function.config import Settings
-from function.decisions import Action, Decision
-from function.intake import Intake, Irrelevant, ObjectChange, ReferenceChange, SweepRequest, Trigger
-from function.model import JobRef
-from function.objects import JOB_NAME_LABEL
-from function.report import log_decision
-from function.triage import Ignored, JobPass, triage_object
+from podsweeper import engine, metrics
+from podsweeper.actions import Applied, carry_out
+from podsweeper.cluster.base import Cluster, JobUnknown
+from podsweeper.config import Settings
+from podsweeper.decisions import Action, Decision
+from podsweeper.intake import Ignored, Intake, ObjectChange, ReferenceChange, SweepRequest, Trigger
+from podsweeper.model import JobRef, Pod, Verb
+from podsweeper.ownership import has_current_labels
+from podsweeper.report import log_decision
+from podsweeper.triage import JobPass, PassReason, in_scope, triage_object
 
 
 @dataclass
@@ -31,12 +31,20 @@ class Outcome:
     note: str | None = None
 
     @property
+    def ignored(self) -> bool:
+        return self.note is not None and not self.applied
+
+    @property
     def summary(self) -> dict:
         counts: dict[str, int] = defaultdict(int)
         for item in self.applied:
-            counts[item.result or item.decision.action.value] += 1
-        return {"event_id": self.event_id, "decisions": len(self.applied), **counts,
-                **({"note": self.note} if self.note else {})}
+            counts[item.result.value if item.result else item.decision.action.value] += 1
+        return {
+            "event_id": self.event_id,
+            "decisions": len(self.applied),
+            **counts,
+            **({"note": self.note} if self.note else {}),
+        }
 
 
 @dataclass
@@ -59,8 +67,8 @@ class Pipeline:
 
         def report(item: Applied) -> None:
             metrics.DECISIONS.labels(item.decision.rule.value, item.decision.action.value).inc()
-            if item.decision.action is Action.DELETE:
-                metrics.DELETES.labels(item.result).inc()
+            if item.decision.action is Action.DELETE and item.result is not None:
+                metrics.DELETES.labels(item.result.value).inc()
             log_decision(outcome.event_id, item.decision, item.result, self.settings.dry_run)
             outcome.applied.append(item)
 
@@ -69,23 +77,24 @@ class Pipeline:
 
     # -- what to do ----------------------------------------------------------------
     def _work_for(self, trigger: Trigger, cluster: Cluster) -> JobPass | SweepRequest | Ignored:
-        if isinstance(trigger, Irrelevant):
-            return Ignored(trigger.reason)
-        if isinstance(trigger, SweepRequest):
+        if isinstance(trigger, (Ignored, SweepRequest)):
             return trigger
+        namespace = trigger.namespace if isinstance(trigger, ReferenceChange) else trigger.obj.namespace
+        outside = in_scope(namespace, self.settings)
+        if outside is not None:
+            return outside
         if isinstance(trigger, ReferenceChange):
             return self._resolve_reference(trigger, cluster)
         return triage_object(trigger, self.settings)
 
     def _resolve_reference(self, ref: ReferenceChange, cluster: Cluster) -> JobPass | Ignored:
         """Reference mode carries no object: read it, then triage it like Resource mode."""
-        if not self.settings.namespace_allowed(ref.namespace):
-            return Ignored(f"namespace {ref.namespace!r} is outside PODSWEEPER_NAMESPACES / excluded")
         if ref.kind is not None:  # a job: the pass reads it fresh anyway
             job_ref = JobRef(ref.kind, ref.namespace, ref.name, None, ref.api_version)
-            return JobPass(job_ref, "deleted" if ref.verb == "delete" else "reference",
-                           check_backoff=ref.verb == "add")
-        if ref.verb == "delete":
+            if ref.verb is Verb.DELETE:
+                return JobPass(job_ref, PassReason.DELETED)
+            return JobPass(job_ref, PassReason.REFERENCE, check_backoff=ref.verb is Verb.ADD)
+        if ref.verb is Verb.DELETE:
             return Ignored("pod deleted")
         pod = cluster.get_pod(ref.namespace, ref.name)
         if pod is None:
@@ -103,35 +112,39 @@ class Pipeline:
         if job is not None and work.check_backoff:
             decisions += engine.decide_new_job(job, self.settings)
         replaced = job is not None and work.ref.uid is not None and job.uid != work.ref.uid
-        if job is None or job.finished or replaced or work.why in ("crash-loop", "sweep"):
+        if job is None or job.finished or replaced or work.reason.lists_pods:
             pods = cluster.list_job_pods(work.ref, all_label_sets=work.all_label_sets)
             decisions += engine.decide_pods(work.ref, job, pods, now, self.settings)
         return decisions, None if decisions else "the fresh state names no pod for any rule"
 
-    def _sweep(self, cluster: Cluster, now: datetime, deadline: float | None) -> tuple[list[Decision], str | None]:
+    def _sweep(
+        self, cluster: Cluster, now: datetime, deadline: float | None
+    ) -> tuple[list[Decision], str | None]:
         """Backstop: find jobs whose listed state needs action, then run a normal pass on each.
 
         Pods are listed before jobs, so a job created in between can never make its pods
         look orphaned; every candidate is re-read by its pass before anything is decided.
         """
         decisions: list[Decision] = []
-        scopes = sorted(self.settings.namespace_set) or [None]
+        scopes: list[str | None] = list(sorted(self.settings.namespace_set)) or [None]
         candidates: list[JobPass] = []
         for namespace in scopes:
-            groups: dict[tuple, list] = defaultdict(list)
+            groups: dict[tuple, list[Pod]] = defaultdict(list)
             for pod in cluster.list_training_pods(namespace):
-                if pod.job is not None and self.settings.namespace_allowed(pod.namespace):
+                if pod.job is not None and in_scope(pod.namespace, self.settings) is None:
                     groups[pod.job.key].append(pod)
             if not groups:
                 continue
             jobs = {job.ref.key: job for job in cluster.list_jobs(namespace)}
             for key, pods in groups.items():
-                ref = JobRef(pods[0].job.kind, pods[0].namespace, pods[0].job.name)
+                owner = pods[0].job
+                assert owner is not None
+                ref = JobRef(owner.kind, pods[0].namespace, owner.name)
                 listed = engine.decide_pods(ref, jobs.get(key), pods, now, self.settings)
                 if any(d.action is not Action.SKIP for d in listed):
                     # Pods labelled only the pre-v1.6 way: the pass must list both label sets.
-                    legacy = any(JOB_NAME_LABEL not in pod.labels for pod in pods)
-                    candidates.append(JobPass(ref, "sweep", all_label_sets=legacy))
+                    legacy = not all(has_current_labels(pod.labels) for pod in pods)
+                    candidates.append(JobPass(ref, PassReason.SWEEP, all_label_sets=legacy))
         for index, work in enumerate(candidates):
             if deadline is not None and time.monotonic() > deadline - 1.0:
                 return decisions, f"sweep stopped at its time bound after {index} of {len(candidates)} jobs"

@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from function.config import Settings
-from function.decisions import Action, Decision, Rule
-from function.model import TERMINATED_PHASES, Job, JobRef, Pod
+from podsweeper.config import CrashLoopAction, Settings
+from podsweeper.decisions import Action, Decision, Rule
+from podsweeper.model import TERMINATED_PHASES, Job, JobRef, Pod
 
 # restartPolicy values under which a failed replica is restarted in place.
 RESTARTING_POLICIES = frozenset({"OnFailure", "Always", "ExitCode"})
@@ -48,8 +48,10 @@ def orphan(pod: Pod, job: Job | None, ctx: Context) -> Verdict | None:
     grace = ctx.settings.orphan_grace_seconds
     if age is None or age < grace:
         return None  # too young (or age unknown): the job may just be being re-created
-    return Verdict(Action.DELETE, f"job {pod.job.kind.kind}/{pod.job.name} no longer exists; "
-                                  f"pod is {age:.0f}s old (grace {grace}s)")
+    return Verdict(
+        Action.DELETE,
+        f"job {pod.job.kind.kind}/{pod.job.name} no longer exists; pod is {age:.0f}s old (grace {grace}s)",
+    )
 
 
 def finished_job_active_pod(pod: Pod, job: Job | None, ctx: Context) -> Verdict | None:
@@ -57,8 +59,10 @@ def finished_job_active_pod(pod: Pod, job: Job | None, ctx: Context) -> Verdict 
         return None
     looping = pod.max_crash_loop_restarts()
     detail = f", crash-looping with {looping} restarts" if looping else ""
-    return Verdict(Action.DELETE, f"job {job.finished}; pod still {pod.phase}{detail} "
-                                  f"(cleanPodPolicy {job.clean_pod_policy})")
+    return Verdict(
+        Action.DELETE,
+        f"job {job.finished}; pod still {pod.phase}{detail} (cleanPodPolicy {job.clean_pod_policy})",
+    )
 
 
 def clean_pod_policy_all(pod: Pod, job: Job | None, ctx: Context) -> Verdict | None:
@@ -75,9 +79,12 @@ def crash_loop(pod: Pod, job: Job | None, ctx: Context) -> Verdict | None:
     restarts = pod.max_crash_loop_restarts()
     if restarts < ctx.settings.crashloop_restarts:
         return None
-    action = Action.DELETE if ctx.settings.crashloop_action == "delete" else Action.WARN
-    return Verdict(action, f"CrashLoopBackOff with {restarts} restarts and the job has neither "
-                           "backoffLimit nor activeDeadlineSeconds: it would restart forever")
+    action = Action.DELETE if ctx.settings.crashloop_action is CrashLoopAction.DELETE else Action.WARN
+    return Verdict(
+        action,
+        f"CrashLoopBackOff with {restarts} restarts and the job has neither "
+        "backoffLimit nor activeDeadlineSeconds: it would restart forever",
+    )
 
 
 POD_RULES: tuple[tuple[Rule, PodRuleFn], ...] = (
@@ -105,25 +112,25 @@ def _opt_out(pod: Pod, job: Job | None) -> str | None:
     return None
 
 
-def pod_is_candidate(pod: Pod, ref: JobRef, settings: Settings) -> bool:
-    """Safety gate: only a live pod of exactly this job, in an allowed namespace."""
+def pod_is_candidate(pod: Pod, ref: JobRef) -> bool:
+    """Safety gate: only a live pod of exactly this job (and so in the job's namespace)."""
     return (
-        pod.job is not None
-        and not pod.foreign_controller
-        and not pod.terminating
-        and pod.job.key == ref.key
-        and settings.namespace_allowed(pod.namespace)
+        pod.job is not None and not pod.foreign_controller and not pod.terminating and pod.job.key == ref.key
     )
 
 
 def decide_pods(
     ref: JobRef, job: Job | None, pods: Iterable[Pod], now: datetime, settings: Settings
 ) -> list[Decision]:
-    """Decisions for the pods of one job; `job` None means the job is known to be gone."""
+    """Decisions for the pods of one job; `job` None means the job is known to be gone.
+
+    The caller has passed the job's namespace through the namespace gate (triage.in_scope).
+    """
+    assert settings.namespace_allowed(ref.namespace), f"namespace {ref.namespace!r} not gated"
     ctx = Context(now, settings)
     decisions = []
     for pod in pods:
-        if not pod_is_candidate(pod, ref, settings):
+        if not pod_is_candidate(pod, ref):
             continue
         owner = _owning_job(pod, job)
         if owner is not None and owner.suspended:
@@ -142,25 +149,48 @@ def _pod_decision(rule: Rule, verdict: Verdict, pod: Pod, owner: Job | None) -> 
     action, reason = verdict.action, verdict.reason
     opted = _opt_out(pod, owner)
     if opted:
-        action, reason = Action.SKIP, f"opted out by {opted} annotation podsweeper.dev/skip; " \
-                                      f"would {verdict.action.value}: {verdict.reason}"
+        action, reason = (
+            Action.SKIP,
+            f"opted out by {opted} annotation podsweeper.dev/skip; "
+            f"would {verdict.action.value}: {verdict.reason}",
+        )
     job_ref = owner.ref if owner is not None else pod.job
-    return Decision(rule, action, "Pod", pod.namespace, pod.name, pod.uid, reason, job_ref,
-                    evidence=tuple(c for c in pod.containers if c.has_evidence),
-                    resource_version=pod.resource_version)
+    return Decision(
+        rule,
+        action,
+        "Pod",
+        pod.namespace,
+        pod.name,
+        pod.uid,
+        reason,
+        job_ref,
+        evidence=tuple(c for c in pod.containers if c.has_evidence),
+        resource_version=pod.resource_version,
+    )
+
+
+def unbounded_restart_replicas(job: Job) -> tuple[str, ...]:
+    """Replica types whose failed pods restart in place with no backoffLimit to stop them."""
+    if job.backoff_limit is not None:
+        return ()
+    return tuple(sorted(r for r, policy in job.restart_policies if policy in RESTARTING_POLICIES))
 
 
 def decide_new_job(job: Job, settings: Settings) -> list[Decision]:
     """Rule no-backoff-limit: warn when failed replicas of a new job would restart forever."""
-    if not settings.namespace_allowed(job.namespace) or job.backoff_limit is not None:
-        return []
-    restarting = sorted(r for r, policy in job.restart_policies if policy in RESTARTING_POLICIES)
+    assert settings.namespace_allowed(job.namespace), f"namespace {job.namespace!r} not gated"
+    restarting = unbounded_restart_replicas(job)
     if not restarting:
         return []
-    reason = (f"replicas {', '.join(restarting)} restart on failure and no backoffLimit is set: "
-              "failed workers would restart forever (backoffLimit: 0 recommended)")
+    reason = (
+        f"replicas {', '.join(restarting)} restart on failure and no backoffLimit is set: "
+        "failed workers would restart forever (backoffLimit: 0 recommended)"
+    )
     action = Action.WARN
     if job.opted_out:
         action, reason = Action.SKIP, f"opted out by job annotation podsweeper.dev/skip; {reason}"
-    return [Decision(Rule.NO_BACKOFF_LIMIT, action, job.kind.kind, job.namespace, job.name,
-                     job.uid, reason, job.ref)]
+    return [
+        Decision(
+            Rule.NO_BACKOFF_LIMIT, action, job.kind.kind, job.namespace, job.name, job.uid, reason, job.ref
+        )
+    ]

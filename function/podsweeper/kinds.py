@@ -1,7 +1,7 @@
 """The registry of Kubeflow training kinds podsweeper may touch.
 
-Adding a kind is one entry in TRAINING_KINDS; everything else (ownership, labels, the
-API paths, the RBAC test) reads this table.
+Adding a kind is one entry in TRAINING_KINDS; everything else (ownership and labels in
+`ownership.py`, the API paths, the RBAC test) reads this table.
 """
 
 from __future__ import annotations
@@ -38,7 +38,10 @@ TRAINING_KINDS: tuple[TrainingKind, ...] = (
     TrainingKind("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", default_restart_policy="OnFailure"),
     TrainingKind("TFJob", "tfjobs", "tfReplicaSpecs"),
     TrainingKind(
-        "MPIJob", "mpijobs", "mpiReplicaSpecs", versions=("v1", "v2beta1"),
+        "MPIJob",
+        "mpijobs",
+        "mpiReplicaSpecs",
+        versions=("v1", "v2beta1"),
         top_level_clean_pod_policy=True,
     ),
     TrainingKind("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs"),
@@ -47,7 +50,6 @@ TRAINING_KINDS: tuple[TrainingKind, ...] = (
 )
 
 BY_KIND: dict[str, TrainingKind] = {k.kind: k for k in TRAINING_KINDS}
-BY_PLURAL: dict[str, TrainingKind] = {k.plural: k for k in TRAINING_KINDS}
 BY_OPERATOR_NAME: dict[str, TrainingKind] = {k.operator_name: k for k in TRAINING_KINDS}
 
 

@@ -1,0 +1,45 @@
+"""The interface the pipeline needs from a cluster: the only door to the Kubernetes API."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+from podsweeper.decisions import Result
+from podsweeper.model import EventRecord, Job, JobRef, Pod
+
+
+class JobUnknown(Exception):
+    """The replay has never seen this job: neither present nor known to be gone."""
+
+
+class Cluster(Protocol):
+    def get_job(self, ref: JobRef) -> Job | None:
+        """The job as it is now; None on 404. Raises JobUnknown only in a replay."""
+
+    def get_pod(self, namespace: str, name: str) -> Pod | None:
+        """The pod as it is now; None on 404."""
+
+    def list_job_pods(self, ref: JobRef, all_label_sets: bool = False) -> list[Pod]:
+        """Pods labelled as <ref.name>'s (v1.6+ or pre-v1.6 job-name labels) in ref's namespace."""
+
+    def bounded(self, deadline: float) -> Cluster:
+        """A view whose calls all end by `deadline` (a time.monotonic() value)."""
+
+    def delete_pod(self, namespace: str, name: str, uid: str, resource_version: str = "") -> Result:
+        """Delete with preconditions uid (and resourceVersion, when given).
+
+        Returns DELETED, GONE (404) or CONFLICT (409). The resourceVersion precondition makes
+        DELETED mean "this call deleted it": two racing deletes of one pod otherwise both get
+        200 (always, for a pod on a node), and a pod that changed since it was read (say, just
+        opted out) is not deleted on stale facts.
+        """
+
+    def record_event(self, event: EventRecord) -> None:
+        """Create the Event, or bump the count of the existing one with the same name."""
+
+    def list_training_pods(self, namespace: str | None) -> Iterator[Pod]:
+        """Every pod carrying a training job label (paginated); namespace None = all."""
+
+    def list_jobs(self, namespace: str | None) -> Iterator[Job]:
+        """Every training job of every registered kind (paginated); namespace None = all."""

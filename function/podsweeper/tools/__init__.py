@@ -1,0 +1,1 @@
+"""Developer tools shipped with the CLI, outside the decision path (`podsweeper record`)."""

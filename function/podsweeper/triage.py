@@ -1,0 +1,80 @@
+"""Which work an event calls for, decided from the event alone (pure, no API calls).
+
+Events are only triggers: triage picks the job to re-read, never decides anything about
+it. Events that no rule could act on are ignored here, so they cost no API request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from podsweeper.config import Settings
+from podsweeper.engine import unbounded_restart_replicas
+from podsweeper.intake import Ignored, ObjectChange
+from podsweeper.model import Job, JobRef, Pod, Verb
+
+
+class PassReason(StrEnum):
+    """What made podsweeper re-read a job."""
+
+    ADDED = "added"  # a new job that may deserve the no-backoff-limit warning
+    FINISHED = "finished"
+    DELETED = "deleted"
+    CRASH_LOOP = "crash-loop"  # a pod event showed a crash loop past the threshold
+    REFERENCE = "reference"  # Reference mode: the event named the job, nothing more
+    SWEEP = "sweep"  # the backstop sweep found pods a rule names
+
+    @property
+    def lists_pods(self) -> bool:
+        """Whether the pass lists the job's pods even while the job is running."""
+        return self in (PassReason.CRASH_LOOP, PassReason.SWEEP)
+
+
+@dataclass(frozen=True)
+class JobPass:
+    """Re-read one job and its pods, then decide."""
+
+    ref: JobRef
+    reason: PassReason
+    check_backoff: bool = False  # also decide rule no-backoff-limit on the fresh job
+    # List pods by both the v1.6+ and the pre-v1.6 labels (the sweep saw legacy-only pods).
+    all_label_sets: bool = False
+
+
+def in_scope(namespace: str, settings: Settings) -> Ignored | None:
+    """The namespace gate: every event and every swept job passes through here."""
+    if settings.namespace_allowed(namespace):
+        return None
+    return Ignored(f"namespace {namespace!r} is outside PODSWEEPER_NAMESPACES / excluded")
+
+
+def triage_object(change: ObjectChange, settings: Settings) -> JobPass | Ignored:
+    """An object from a Resource-mode event (or read for a Reference-mode one), in scope."""
+    if isinstance(change.obj, Pod):
+        return _triage_pod(change.verb, change.obj, settings)
+    return _triage_job(change.verb, change.obj)
+
+
+def _triage_pod(verb: Verb, pod: Pod, settings: Settings) -> JobPass | Ignored:
+    if pod.job is None:
+        return Ignored("not a pod of a training job")
+    if verb is Verb.DELETE:
+        return Ignored("pod deleted")
+    if pod.terminating:
+        return Ignored("pod already terminating")
+    if pod.max_crash_loop_restarts() >= settings.crashloop_restarts:
+        return JobPass(pod.job, PassReason.CRASH_LOOP)
+    return Ignored("no rule acts on this pod event alone; job events and the sweep cover it")
+
+
+def _triage_job(verb: Verb, job: Job) -> JobPass | Ignored:
+    if verb is Verb.DELETE:
+        return JobPass(job.ref, PassReason.DELETED)
+    # Only a new job is checked for unbounded restarts; the pass decides on the fresh job.
+    check_backoff = verb is Verb.ADD and bool(unbounded_restart_replicas(job))
+    if job.finished and not job.suspended:
+        return JobPass(job.ref, PassReason.FINISHED, check_backoff=check_backoff)
+    if check_backoff:
+        return JobPass(job.ref, PassReason.ADDED, check_backoff=True)
+    return Ignored("job not finished")

@@ -1,0 +1,145 @@
+"""HTTP edge: CloudEvents over HTTP in, status codes out (400 bad input, 503 retry).
+
+ApiServerSource retries 404, 413, 425, 429, 502, 503, 504 and drops everything else, so
+bad input must be 400 (never retried) and an API failure 503 (retried); 500 is only for a
+bug, and even then carries no stack trace.
+
+Served by functions-framework as an HTTP function (its public signature: a Flask request in,
+a response out); the CloudEvent is read here with the CloudEvents SDK, so no detail of the
+framework's own CloudEvent route decides what a malformed event gets.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import flask
+import prometheus_client
+from cloudevents.exceptions import GenericException
+from cloudevents.http import from_http
+
+from podsweeper.errors import ApiUnavailable, BadEvent
+from podsweeper.service import Service
+
+log = logging.getLogger("podsweeper.http")
+
+Handler = Callable[[flask.Request], flask.Response]
+
+# A body over the limit is still read (and dropped) up to this many times the limit, so a
+# client that sends it all before reading the answer gets its 400 instead of a reset
+# connection; beyond that the connection is closed after the answer.
+DRAIN_FACTOR = 4
+_CHUNK = 64 * 1024
+
+
+class _TooLarge(BadEvent):
+    def __init__(self, message: str, close: bool):
+        super().__init__(message)
+        self.close = close
+
+
+def _keep_bytes(body: Any) -> bytes:
+    """The SDK's data unmarshaller: keep the data as sent; the intake validates it from there."""
+    if body is None:
+        return b""
+    return body.encode() if isinstance(body, str) else bytes(body)
+
+
+def _answer(status: int, message: str, headers: dict[str, str] | None = None) -> flask.Response:
+    one_line = message.replace("\n", " ")[:300]
+    return flask.Response(one_line + "\n", status=status, mimetype="text/plain", headers=headers)
+
+
+def _drain(stream: Any, amount: int) -> int:
+    """Read and drop up to `amount` bytes; returns how many there were."""
+    seen = 0
+    while seen < amount:
+        chunk = stream.read(min(_CHUNK, amount - seen))
+        if not chunk:
+            break
+        seen += len(chunk)
+    return seen
+
+
+def read_body(request: flask.Request, limit: int) -> bytes:
+    """The request body, at most `limit` bytes; _TooLarge (-> 400) beyond that."""
+    drain_bound = DRAIN_FACTOR * limit
+    length = request.content_length
+    if length is not None and length > limit:
+        if length > drain_bound:
+            raise _TooLarge(f"body of {length} bytes exceeds the {limit}-byte limit", close=True)
+        _drain(request.stream, length)
+        raise _TooLarge(f"body of {length} bytes exceeds the {limit}-byte limit", close=False)
+    body = request.stream.read(limit + 1)
+    if len(body) > limit:  # no (or a false) Content-Length: read on to the bound
+        rest = _drain(request.stream, drain_bound - len(body) + 1)
+        raise _TooLarge(f"body exceeds the {limit}-byte limit", close=len(body) + rest > drain_bound)
+    return body
+
+
+def read_cloudevent(request: flask.Request, limit: int) -> tuple[dict[str, Any], bytes]:
+    """The CloudEvent's attributes and its data as sent (binary or structured mode)."""
+    body = read_body(request, limit)
+    try:
+        event = from_http(dict(request.headers), body, data_unmarshaller=_keep_bytes)
+    except GenericException as error:
+        raise BadEvent(f"not a CloudEvent: {error}") from None
+    except RecursionError:
+        raise BadEvent("body JSON is nested too deeply") from None
+    except (TypeError, ValueError, AttributeError, KeyError) as error:
+        # The SDK's parser trips over attributes of the wrong type in structured mode
+        # (a list as specversion: TypeError; a null id: ValueError): still bad input.
+        raise BadEvent(f"not a CloudEvent: {type(error).__name__}: {error}") from None
+    data = event.data
+    return event.get_attributes(), data if isinstance(data, bytes) else _keep_bytes(data)
+
+
+def _metrics() -> flask.Response:
+    return flask.Response(prometheus_client.generate_latest(), mimetype=prometheus_client.CONTENT_TYPE_LATEST)
+
+
+def make_handler(service: Service) -> Handler:
+    """The HTTP function: POST a CloudEvent to any path; GET /healthz and /metrics."""
+
+    def handle(request: flask.Request) -> flask.Response:
+        if request.path == "/healthz" and request.method == "GET":
+            return _answer(200, "ok")
+        if request.path == "/metrics" and request.method == "GET":
+            return _metrics()
+        if request.method != "POST":
+            return _answer(405, "POST a CloudEvent; GET /healthz or /metrics", {"Allow": "POST"})
+        try:
+            attributes, data = read_cloudevent(request, service.settings.max_body_bytes)
+            summary = service.handle(attributes, data).summary
+        except _TooLarge as error:
+            return _answer(400, f"bad event: {error}", {"Connection": "close"} if error.close else None)
+        except BadEvent as error:
+            return _answer(400, f"bad event: {error}")
+        except ApiUnavailable as error:
+            headers = {"Retry-After": str(int(error.retry_after))} if error.retry_after else None
+            log.warning("Kubernetes API unavailable, asking for a retry: %s", error)
+            return _answer(503, f"kubernetes api unavailable: {error}", headers)
+        except Exception:  # a bug: log it here, answer without a stack trace
+            log.exception("unexpected error while handling an event")
+            return _answer(500, "internal error (see the function's log)")
+        return flask.Response(json.dumps(summary) + "\n", status=200, mimetype="application/json")
+
+    return handle
+
+
+def create_app(service: Service) -> flask.Flask:
+    """A Flask app routing every path to the handler, as functions-framework does for an HTTP
+    function: for in-process tests (Flask's test client) and embedding."""
+    app = flask.Flask("podsweeper")
+    handler = make_handler(service)
+
+    def view(path: str = "") -> flask.Response:
+        return handler(flask.request)
+
+    methods = ["GET", "POST", "PUT", "DELETE", "PATCH"]
+    app.add_url_rule("/", "handle", view, methods=methods)
+    app.add_url_rule("/<path:path>", "handle", view, methods=methods)
+    return app
