@@ -34,7 +34,7 @@ def carry_out(
     change nothing but an Event.
     """
     budget = settings.max_deletes_per_event
-    deleted_by_job: dict[tuple, list[Decision]] = defaultdict(list)
+    deleted_by_job: dict[tuple[str, str, str], list[Decision]] = defaultdict(list)
     try:
         for decision in decisions:
             result: Result | None = None
@@ -63,7 +63,10 @@ def carry_out(
 
 
 def _record_cleanups(
-    deleted_by_job: dict[tuple, list[Decision]], cluster: Cluster, now: datetime, best_effort: bool = False
+    deleted_by_job: dict[tuple[str, str, str], list[Decision]],
+    cluster: Cluster,
+    now: datetime,
+    best_effort: bool = False,
 ) -> None:
     for deleted in deleted_by_job.values():
         try:

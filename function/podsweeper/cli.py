@@ -6,7 +6,9 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from podsweeper.config import load_settings
 from podsweeper.errors import ApiUnavailable, ConfigError
@@ -44,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _replay(args) -> int:
+def _replay(args: argparse.Namespace) -> int:
     from podsweeper.replay import MalformedLine, replay
     from podsweeper.timeline import print_header, print_step_human, print_step_json, print_summary
 
@@ -65,13 +67,13 @@ def _replay(args) -> int:
     return 0
 
 
-def _sweep(args) -> int:
+def _sweep(args: argparse.Namespace) -> int:
     from podsweeper.cluster.kube import KubeCluster, load_api_client
     from podsweeper.intake import parse_event
     from podsweeper.pipeline import Pipeline
     from podsweeper.report import setup_logging
 
-    overrides = {}
+    overrides: dict[str, Any] = {}
     if args.dry_run:
         overrides["dry_run"] = True
     if args.namespace:
@@ -90,18 +92,22 @@ def _sweep(args) -> int:
         f"{' (dry run)' if settings.dry_run else ''}...",
         file=sys.stderr,
     )
-    outcome = pipeline.handle(parse_event(attributes, {}), datetime.now(UTC))
+    outcome = pipeline.handle(parse_event(attributes, None), datetime.now(UTC))
     print(json.dumps(outcome.summary), file=sys.stderr)
     return 0
 
 
-def _record(args) -> int:
+def _record(args: argparse.Namespace) -> int:
     from podsweeper.tools.record import record
 
     return record(args.kubeconfig, args.namespace, args.out, args.seconds, args.mode)
 
 
-COMMANDS = {"replay": _replay, "sweep": _sweep, "record": _record}
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "replay": _replay,
+    "sweep": _sweep,
+    "record": _record,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

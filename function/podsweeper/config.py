@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 from functools import lru_cache
+from typing import Any
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -74,7 +75,7 @@ class Settings(BaseSettings):
         return not allowed or namespace in allowed
 
 
-def load_settings(**overrides) -> Settings:
+def load_settings(**overrides: Any) -> Settings:
     """Settings from the environment (plus overrides); ConfigError names the variable."""
     try:
         return Settings(**overrides)

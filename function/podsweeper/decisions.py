@@ -46,7 +46,7 @@ class Decision:
     evidence: tuple[ContainerView, ...] = ()
     resource_version: str = ""  # of the pod as decided on; the delete's precondition
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, str]:
         return {
             "rule": self.rule.value,
             "action": self.action.value,

@@ -42,7 +42,7 @@ def _age_seconds(pod: Pod, now: datetime) -> float | None:
 
 
 def orphan(pod: Pod, job: Job | None, ctx: Context) -> Verdict | None:
-    if job is not None:
+    if job is not None or pod.job is None:
         return None
     age = _age_seconds(pod, ctx.now)
     grace = ctx.settings.orphan_grace_seconds
@@ -155,6 +155,7 @@ def _pod_decision(rule: Rule, verdict: Verdict, pod: Pod, owner: Job | None) -> 
             f"would {verdict.action.value}: {verdict.reason}",
         )
     job_ref = owner.ref if owner is not None else pod.job
+    assert job_ref is not None, "a candidate pod always names its job"
     return Decision(
         rule,
         action,

@@ -9,6 +9,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from podsweeper import engine, metrics
 from podsweeper.actions import Applied, carry_out
@@ -35,7 +36,7 @@ class Outcome:
         return self.note is not None and not self.applied
 
     @property
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         counts: dict[str, int] = defaultdict(int)
         for item in self.applied:
             counts[item.result.value if item.result else item.decision.action.value] += 1
@@ -129,7 +130,7 @@ class Pipeline:
         scopes: list[str | None] = list(sorted(self.settings.namespace_set)) or [None]
         candidates: list[JobPass] = []
         for namespace in scopes:
-            groups: dict[tuple, list[Pod]] = defaultdict(list)
+            groups: dict[tuple[str, str, str], list[Pod]] = defaultdict(list)
             for pod in cluster.list_training_pods(namespace):
                 if pod.job is not None and in_scope(pod.namespace, self.settings) is None:
                     groups[pod.job.key].append(pod)

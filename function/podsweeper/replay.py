@@ -8,7 +8,7 @@ events themselves. The simulated "now" is each event's `time`.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -66,7 +66,9 @@ def read_events(path: str, stream: TextIO) -> Iterator[tuple[int, Intake, dateti
         yield number, intake, intake.attributes.time
 
 
-def replay(paths: list[str], settings: Settings, on_step=None) -> ReplayRun:
+def replay(
+    paths: list[str], settings: Settings, on_step: Callable[[ReplayStep], None] | None = None
+) -> ReplayRun:
     """Replay files in order against one simulated cluster. Raises MalformedLine."""
     run = ReplayRun()
     pipeline = Pipeline(run.cluster, settings)

@@ -12,6 +12,7 @@ import logging
 import sys
 from collections.abc import Iterable
 from datetime import datetime
+from typing import TextIO
 
 from podsweeper.decisions import Decision, Result, Rule
 from podsweeper.model import ContainerView, EventRecord, JobRef
@@ -26,7 +27,7 @@ WARNING_REASONS = {
 }
 
 
-def setup_logging(stream=None) -> None:
+def setup_logging(stream: TextIO | None = None) -> None:
     """Decision lines are JSON already: print them bare, one per line (stdout by default)."""
     if decision_log.handlers:
         return

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import flask
@@ -80,7 +80,7 @@ def read_body(request: flask.Request, limit: int) -> bytes:
     return body
 
 
-def read_cloudevent(request: flask.Request, limit: int) -> tuple[dict[str, Any], bytes]:
+def read_cloudevent(request: flask.Request, limit: int) -> tuple[Mapping[str, Any], bytes]:
     """The CloudEvent's attributes and its data as sent (binary or structured mode)."""
     body = read_body(request, limit)
     try:

@@ -14,7 +14,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import urllib3
 from kubernetes import client, config
@@ -30,6 +30,7 @@ from podsweeper.ownership import TRAINING_POD_SELECTORS, job_pod_selectors
 log = logging.getLogger("podsweeper.cluster")
 
 PAGE_SIZE = 500
+T = TypeVar("T")
 # Longest Retry-After we wait out inside one event (and only if the deadline allows).
 MAX_RETRY_AFTER_WAIT = 2.0
 
@@ -105,12 +106,12 @@ class KubeCluster:
             raise ApiUnavailable("time bound for this event exceeded")
         return remaining
 
-    def _call(self, what: str, fn: Callable[..., Any], *args, **kwargs) -> Any:
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """One API call; returns the decoded JSON body. 404 -> None."""
         body = self._request(what, fn, *args, **kwargs)
         return None if body is None else json.loads(body or b"null")
 
-    def _request(self, what: str, fn: Callable[..., Any], *args, **kwargs) -> bytes | None:
+    def _request(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> bytes | None:
         """One API call; returns the raw body. 404 -> None; 409 raises ApiException."""
         for attempt in (1, 2):
             try:
@@ -164,7 +165,7 @@ class KubeCluster:
                 return
 
     @staticmethod
-    def _decoded(decode: Callable[[bytes], Any], body: bytes | None) -> Any:
+    def _decoded(decode: Callable[[bytes], T], body: bytes | None) -> T | None:
         """One object through the typed edge; None on 404 or when we cannot read it."""
         if body is None:
             return None

@@ -82,13 +82,13 @@ class SimulatedCluster:
             else:
                 self._put_pod(key, obj)
             return None
-        key = obj.ref.key
+        job_key = obj.ref.key
         if verb is Verb.DELETE:
-            self.jobs.pop(key, None)
-            self.gone_jobs.add(key)
+            self.jobs.pop(job_key, None)
+            self.gone_jobs.add(job_key)
         else:
-            self.jobs[key] = obj
-            self.gone_jobs.discard(key)
+            self.jobs[job_key] = obj
+            self.gone_jobs.discard(job_key)
         return None
 
     # -- the Cluster protocol ------------------------------------------------------

@@ -42,7 +42,7 @@ class Resource:
         return f"{self.plural}.{self.group}/{self.version}" if self.group else f"{self.plural}/{self.version}"
 
 
-def _raw(response) -> Any:
+def _raw(response: Any) -> Any:
     return json.loads(response.data or b"null")
 
 
@@ -67,7 +67,7 @@ class NamespaceWatch:
         self.pod_selector = pod_selector
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
-        self.changes: queue.Queue[tuple[Verb, dict, datetime]] = queue.Queue()
+        self.changes: queue.Queue[tuple[Verb, dict[str, Any], datetime]] = queue.Queue()
         self.resources: list[Resource] = []
         self.errors: list[str] = []
         self.failed: str | None = None  # a watch that cannot work (e.g. 403): stop recording
@@ -77,7 +77,7 @@ class NamespaceWatch:
         self._responses: dict[Resource, Any] = {}
 
     # One call shape for core pods and custom objects; `extra` carries list/watch parameters.
-    def _request(self, resource: Resource, **extra):
+    def _request(self, resource: Resource, **extra: Any) -> Any:
         if resource.group == "":
             if self.pod_selector:
                 extra["label_selector"] = self.pod_selector
@@ -171,7 +171,7 @@ class NamespaceWatch:
                 )
             self._stop.wait(min(5.0, 0.1 * 2**failures))
 
-    def _consume(self, resource: Resource, response, version: str) -> str:
+    def _consume(self, resource: Resource, response: Any, version: str) -> str:
         """Read one watch stream to its end; returns the version to resume from."""
         for line in iter_resp_lines(response):
             if self._stop.is_set():

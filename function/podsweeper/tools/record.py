@@ -52,7 +52,7 @@ def subject_for(api_version: str, kind: str, namespace: str, name: str) -> str:
     return f"/apis/{version}/namespaces/{namespace}/{guess_plural(kind)}/{name}"
 
 
-def reference(obj: dict) -> dict:
+def reference(obj: dict[str, Any]) -> dict[str, Any]:
     """corev1.ObjectReference as the adapter marshals it (empty fields omitted, Go field order)."""
     meta = obj.get("metadata") or {}
     fields = (
@@ -72,13 +72,13 @@ def rfc3339(at: datetime) -> str:
 
 def make_event(
     verb: Verb | str,
-    obj: dict,
+    obj: dict[str, Any],
     source: str,
     mode: str = "Resource",
     *,
     at: datetime | None = None,
     event_id: str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """One CloudEvent (structured JSON form) for a watch change, as the receive adapter builds it."""
     meta = obj.get("metadata") or {}
     api_version, kind = obj.get("apiVersion", ""), obj.get("kind", "")
@@ -104,7 +104,7 @@ def make_event(
 # -- the command ---------------------------------------------------------------------------
 
 
-def _describe(event: dict) -> str:
+def _describe(event: dict[str, Any]) -> str:
     data = event["data"] if event["type"].startswith("dev.knative.apiserver.resource.") else {}
     status = (data or {}).get("status") or {}
     detail = status.get("phase") or ",".join(
@@ -114,7 +114,7 @@ def _describe(event: dict) -> str:
     return f"{verb:6} {event['kind']}/{event['name']}" + (f" ({detail})" if detail else "")
 
 
-def _write(stream: TextIO, event: dict, count: int, say: Callable[[str], None]) -> int:
+def _write(stream: TextIO, event: dict[str, Any], count: int, say: Callable[[str], None]) -> int:
     stream.write(json.dumps(event, separators=(",", ":"), ensure_ascii=False) + "\n")
     stream.flush()
     say(f"{count + 1:5} {_describe(event)}")
@@ -142,7 +142,7 @@ def record(
         print(f"podsweeper record: {message}", file=log, flush=True)
 
     stop = stop or threading.Event()
-    previous: dict[int, Any] = {}
+    previous: dict[signal.Signals, Any] = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, lambda *_: stop.set())
@@ -178,8 +178,8 @@ def record(
         if stream is not sys.stdout:
             stream.close()
         api.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     say(f"recorded {count} event(s) to {out}")
     if recorder.failed:
         say(f"stopped: {recorder.failed}")
