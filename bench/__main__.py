@@ -1,9 +1,9 @@
-"""`python -m bench` (`make bench`): run every figure, print one table, write BENCHMARKS.md.
+"""`python -m bench` (`make bench`): run every figure, print one table, write docs/benchmarks.md.
 
     python -m bench                    # everything (~5 minutes on 2 cores, control plane cached)
     python -m bench --quick            # smaller sizes, shorter loads: a smoke run
     python -m bench --no-cluster       # skip figures 3-4 (no control plane)
-    python -m bench --output FILE      # write somewhere else than BENCHMARKS.md
+    python -m bench --output FILE      # write somewhere else than docs/benchmarks.md
 
 Nothing here asserts: a missed target is reported in the table (and the exit status stays
 0), because these machines are shared and noisy. Every figure is measured next to its
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, shorter loads")
     parser.add_argument("--no-cluster", action="store_true", help="skip figures 3-4 (control plane)")
-    parser.add_argument("--output", default=str(ROOT / "BENCHMARKS.md"))
+    parser.add_argument("--output", default=str(ROOT / "docs" / "benchmarks.md"))
     args = parser.parse_args(argv)
 
     started = time.monotonic()
