@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -31,7 +30,8 @@ import yaml
 
 from podsweeper import kinds
 from tests.controlplane.build import RECEIVE_ADAPTER, ensure_built
-from tests.controlplane.launcher import _die_with_parent, free_port
+from tests.harness.ports import free_port
+from tests.harness.processes import die_with_parent, stop_group
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_SOURCE = REPO_ROOT / "knative" / "source" / "apiserversource.yaml"
@@ -49,7 +49,7 @@ class AdapterError(RuntimeError):
 # -- configuration from the shipped manifest ---------------------------------------------------
 
 
-def _selector_string(selector: dict | None) -> str:
+def selector_string(selector: dict | None) -> str:
     """metav1.LabelSelectorAsSelector(...).String(): what the controller hands the adapter."""
     if not selector:
         return ""
@@ -99,7 +99,7 @@ def source_config(namespaces: list[str], mode: str | None = None, manifest: Path
     resources = []
     for res in spec["resources"]:
         watch = {"gvr": _gvr(res["apiVersion"], res["kind"])}
-        selector = _selector_string(res.get("selector"))
+        selector = selector_string(res.get("selector"))
         if selector:
             watch["selector"] = selector
         resources.append(watch)
@@ -202,7 +202,7 @@ class ReceiveAdapter:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=_die_with_parent(os.getpid()),
+                preexec_fn=die_with_parent(),
             )
         try:
             self._wait_watching()
@@ -254,15 +254,4 @@ class ReceiveAdapter:
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM (it shuts down its watches and probe server), then SIGKILL. Idempotent."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
-            try:
-                os.killpg(self.proc.pid, sig)
-            except ProcessLookupError:
-                return
-            try:
-                self.proc.wait(wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+        stop_group(self.proc, timeout)

@@ -21,12 +21,8 @@ from __future__ import annotations
 
 import atexit
 import base64
-import ctypes
-import os
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -39,6 +35,8 @@ import yaml
 
 from tests.controlplane import pki as pki_mod
 from tests.controlplane.build import ETCD, KUBE_APISERVER, ensure_built
+from tests.harness.ports import free_port
+from tests.harness.processes import die_with_parent, stop_group
 
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
@@ -77,31 +75,6 @@ class ControlPlaneError(RuntimeError):
     """A component died or did not become ready; the message carries its log tail."""
 
 
-def free_port() -> int:
-    """A loopback port that was free a moment ago (the kernel picks it for port 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _die_with_parent(parent_pid: int):
-    """preexec_fn: have the kernel SIGKILL the child when the launcher dies, even by SIGKILL.
-
-    Linux ties this to the *thread* that forked, so start the control plane from a
-    long-lived thread (the main thread, as pytest fixtures and the CLI do).
-    """
-
-    def hook() -> None:
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            pass  # not Linux: process groups and stop() still clean up
-        if os.getppid() != parent_pid:  # the parent died before prctl took effect
-            os._exit(1)
-
-    return hook
-
-
 class _Component:
     """One child process with its log file."""
 
@@ -116,7 +89,7 @@ class _Component:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=_die_with_parent(os.getpid()),
+                preexec_fn=die_with_parent(),
             )
 
     def alive(self) -> bool:
@@ -136,18 +109,7 @@ class _Component:
         )
 
     def stop(self, timeout: float = 10.0) -> None:
-        if self.proc.poll() is not None:
-            return
-        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
-            try:
-                os.killpg(self.proc.pid, sig)
-            except ProcessLookupError:
-                pass
-            try:
-                self.proc.wait(wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+        stop_group(self.proc, timeout)
 
 
 class ControlPlane:

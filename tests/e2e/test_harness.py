@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import pytest
 
 from podsweeper import kinds
-from podsweeper.record import guess_plural, make_event, reference, rfc3339, subject_for
-from tests.adapter.launcher import _selector_string, source_config
+from podsweeper.tools.record import guess_plural, make_event, reference, rfc3339, subject_for
+from tests.adapter.launcher import selector_string, source_config
 from tests.fixtures import builders
 
 
@@ -76,10 +76,10 @@ def test_resource_mode_event_matches_the_fixture_builders_format():
 
 
 def test_label_selectors_become_what_the_controller_hands_the_adapter():
-    assert _selector_string(None) == ""
-    assert _selector_string({"matchExpressions": [{"key": "a", "operator": "Exists"}]}) == "a"
+    assert selector_string(None) == ""
+    assert selector_string({"matchExpressions": [{"key": "a", "operator": "Exists"}]}) == "a"
     assert (
-        _selector_string(
+        selector_string(
             {
                 "matchLabels": {"b": "1"},
                 "matchExpressions": [
