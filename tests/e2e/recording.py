@@ -22,7 +22,7 @@ class RecordProcess:
                 [
                     sys.executable,
                     "-m",
-                    "function",
+                    "podsweeper",
                     "record",
                     "--kubeconfig",
                     str(kubeconfig),

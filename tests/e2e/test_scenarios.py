@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from podsweeper.record import make_event, rfc3339
+from podsweeper.tools.record import make_event, rfc3339
 from tests.e2e import observe
 from tests.e2e.conftest import ORPHAN_GRACE_SECONDS
 from tests.e2e.players import Play, experiment_1, experiment_2, running, terminated
@@ -103,7 +103,7 @@ def _seed_experiment_2(make_stack, admin_api, core, namespace, timings, mode: st
         out.job,
         {w: rf"exit code {out.exit_codes[w]}\b.*\b{out.restarts[w]} restarts" for w in workers},
     )
-    deletes = [d for d in stack.podsweeper.decisions() if d.get("action") == "delete"]
+    deletes = [d for d in stack.function.decisions() if d.get("action") == "delete"]
     assert sorted(d["name"] for d in deletes) == workers
     assert {d["rule"] for d in deletes} == {"finished-job-active-pod"}
 
@@ -182,7 +182,7 @@ def test_3_orphans_deleted_after_grace(make_stack, admin_api, core, namespace, t
     removal = observe.wait_gone(core, namespace, young_uid, swept_at, timeout=EVENTUALLY)
     timings(f"3 orphans, {propagation}: the young one (from the sweep's POST)", removal)
     assert removal.all_gone
-    rules = {d["name"]: d["rule"] for d in stack.podsweeper.decisions() if d.get("action") == "delete"}
+    rules = {d["name"]: d["rule"] for d in stack.function.decisions() if d.get("action") == "delete"}
     assert rules == {name: "orphan" for name in [*old.values(), young["metadata"]["name"]]}
 
 
@@ -229,7 +229,7 @@ def test_4_pod_recreated_under_the_same_name_is_kept(make_stack, admin_api, core
         e["involvedObject"]["uid"] == first["metadata"]["uid"]
         for e in observe.events(core, namespace, reason="PodsCleanedUp", involved_name="resubmitted")
     )
-    deleted_uids = {d["uid"] for d in stack.podsweeper.decisions() if d.get("action") == "delete"}
+    deleted_uids = {d["uid"] for d in stack.function.decisions() if d.get("action") == "delete"}
     assert not deleted_uids & {p["metadata"]["uid"] for p in new_pods.values()}
 
 

@@ -6,9 +6,9 @@
 
 - the control plane is tests/controlplane (etcd + kube-apiserver, Kubeflow CRDs, the
   function's RBAC from knative/function-rbac.yaml);
-- the function is served by `functions-framework --source function/main.py --target handle
-  --signature-type cloudevent` (the README's and Dockerfile's command) on a free port, as the
-  ServiceAccount user podsweeper/podsweeper, configured through PODSWEEPER_* variables;
+- the function is served by tests/harness/served.py (the README's and Dockerfile's command)
+  on a free port, as the ServiceAccount user podsweeper/podsweeper, configured through
+  PODSWEEPER_* variables;
 - the adapter runs the shipped knative/source/apiserversource.yaml restricted to the namespace,
   as podsweeper/podsweeper-source with knative/source/rbac.yaml (tests/adapter/launcher.py);
 - a "kubelet" finishes graceful pod deletions: without a kubelet a deleted pod that is bound
@@ -22,10 +22,8 @@ the e2e tests use `Stack` with their own control plane and namespace.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -34,48 +32,16 @@ from pathlib import Path
 
 import requests
 
-from tests.controlplane.launcher import _die_with_parent, free_port
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.harness.served import Served, ServedError
 
 
 class StackError(RuntimeError):
     """A part of the stack exited or never became ready; the message carries its log tail."""
 
 
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        return "\n".join(line[:600] for line in path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
-
-
-def _stop_group(proc: subprocess.Popen | None, timeout: float = 10.0) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def functions_framework_command() -> str:
-    """The functions-framework script of this interpreter's environment (else PATH)."""
-    beside = Path(sys.executable).parent / "functions-framework"
-    found = str(beside) if beside.exists() else shutil.which("functions-framework")
-    if not found:
-        raise StackError("functions-framework is not installed: pip install -e '.[test]'")
-    return found
-
-
-class FunctionServer:
-    """The function under functions-framework; ready once GET /healthz answers 200."""
+class FunctionServer(Served):
+    """The function as tests/harness/served.py serves it, for some namespaces, as the
+    ServiceAccount user podsweeper/podsweeper; ready once GET /healthz answers 200."""
 
     def __init__(
         self,
@@ -87,90 +53,29 @@ class FunctionServer:
         log=sys.stderr,
         ready_timeout: float = 30.0,
     ):
-        self.kubeconfig = Path(kubeconfig)
+        super().__init__(
+            {"KUBECONFIG": str(kubeconfig), "PODSWEEPER_NAMESPACES": ",".join(namespaces), **(env or {})},
+            workdir / "function.log",
+        )
         self.namespaces = namespaces
-        self.extra_env = dict(env or {})
-        self.workdir = workdir
-        self.log = log
+        self.progress = log
         self.ready_timeout = ready_timeout
-        self.port = 0
-        self.proc: subprocess.Popen | None = None
-        self.log_path = workdir / "function.log"
         self.started_in: float | None = None
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> FunctionServer:
+    def start(self, timeout: float | None = None) -> FunctionServer:
         started = time.monotonic()
-        self.port = free_port()
-        while self.port == 8080:  # the receive adapter's probe port
-            self.port = free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PODSWEEPER_")}
-        env.update(
-            {
-                "KUBECONFIG": str(self.kubeconfig),
-                "PODSWEEPER_NAMESPACES": ",".join(self.namespaces),
-                "PYTHONUNBUFFERED": "1",
-                **self.extra_env,
-            }
-        )
-        argv = [
-            functions_framework_command(),
-            "--source",
-            str(REPO_ROOT / "function" / "main.py"),
-            "--target",
-            "handle",
-            "--signature-type",
-            "cloudevent",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-        ]
-        with self.log_path.open("ab") as out:
-            self.proc = subprocess.Popen(
-                argv,
-                cwd=REPO_ROOT,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_parent(os.getpid()),
-            )
-        deadline = time.monotonic() + self.ready_timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise StackError(
-                    f"functions-framework exited with {self.proc.returncode}:\n{_tail(self.log_path)}"
-                )
-            try:
-                if requests.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise StackError(
-                    f"function not healthy after {self.ready_timeout:.0f}s:\n{_tail(self.log_path)}"
-                )
-            time.sleep(0.05)
+        try:
+            super().start(timeout or self.ready_timeout)
+        except ServedError as error:
+            raise StackError(str(error)) from None
         self.started_in = time.monotonic() - started
         print(
             f"function: serving on {self.url} for namespace(s) {','.join(self.namespaces)} "
             f"after {self.started_in:.1f}s",
-            file=self.log,
+            file=self.progress,
             flush=True,
         )
         return self
-
-    def post(self, event: dict) -> requests.Response:
-        """POST a CloudEvent (structured dict) in binary content mode, as Knative sends it."""
-        headers = {f"Ce-{k}": str(v) for k, v in event.items() if k not in ("data", "datacontenttype")}
-        headers["Content-Type"] = event.get("datacontenttype", "application/json")
-        return requests.post(self.url, data=json.dumps(event.get("data", {})), headers=headers, timeout=30)
 
     def warm_up(self) -> None:
         """One backstop sweep, so the first real event does not pay for the function's lazy
@@ -182,14 +87,11 @@ class FunctionServer:
                 "id": f"warm-up-{time.time_ns()}",
                 "source": "tests.stack",
                 "type": "dev.knative.sources.ping",
-                "datacontenttype": "application/json",
                 "data": {},
             }
         )
         if response.status_code != 200:
-            raise StackError(
-                f"warm-up sweep answered {response.status_code}: {response.text}\n{_tail(self.log_path)}"
-            )
+            raise StackError(f"warm-up sweep answered {response.status_code}: {response.text}\n{self.tail()}")
 
     def events_handled(self) -> float:
         """podsweeper_events_total summed over its labels, from /metrics."""
@@ -211,25 +113,6 @@ class FunctionServer:
             current = self.events_handled()
             if current != last:
                 last, since = current, time.monotonic()
-
-    def decisions(self) -> list[dict]:
-        """The decision lines the function has logged so far (one JSON object each)."""
-        found = []
-        for line in self.log_path.read_text(errors="replace").splitlines():
-            if line.startswith("{"):
-                try:
-                    item = json.loads(line)
-                except ValueError:
-                    continue
-                if item.get("msg") == "decision":
-                    found.append(item)
-        return found
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self) -> None:
-        _stop_group(self.proc)
 
 
 class Kubelet:
@@ -421,7 +304,7 @@ class Stack:
     def check_alive(self) -> None:
         self.cp.check_alive()
         if self.function is not None and not self.function.alive():
-            raise StackError(f"the function exited:\n{_tail(self.function.log_path)}")
+            raise StackError(f"the function exited:\n{self.function.tail()}")
         if (
             self.adapter is not None
             and self.adapter.proc is not None
