@@ -17,7 +17,9 @@ import sys
 
 import pytest
 
-TRAINING_JOB_PLURALS = ("pytorchjobs", "tfjobs", "mpijobs", "xgboostjobs", "paddlejobs", "jaxjobs")
+from podsweeper.kinds import TRAINING_KINDS
+
+TRAINING_JOB_PLURALS = tuple(k.plural for k in TRAINING_KINDS)
 
 
 @pytest.fixture(scope="session")

@@ -25,18 +25,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from podsweeper import kinds
+
 REPO = Path(__file__).resolve().parents[2]
 KNATIVE = REPO / "knative"
 KUSTOMIZATIONS = ("knative", "knative/overlays/live", "knative/overlays/mpi-operator")
 
-TRAINING_JOB_KINDS = {  # kind -> plural, all in kubeflow.org
-    "PyTorchJob": "pytorchjobs",
-    "TFJob": "tfjobs",
-    "MPIJob": "mpijobs",
-    "XGBoostJob": "xgboostjobs",
-    "PaddleJob": "paddlejobs",
-    "JAXJob": "jaxjobs",
-}
+TRAINING_JOB_KINDS = {k.kind: k.plural for k in kinds.TRAINING_KINDS}  # all in kubeflow.org
 JOB_LABEL = "training.kubeflow.org/job-name"
 FIELD_MANAGER = "podsweeper-manifest-test"
 

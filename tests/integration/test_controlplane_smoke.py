@@ -13,18 +13,13 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from podsweeper import kinds
 from tests.controlplane.versions import KUBERNETES_VERSION
 
 pytestmark = pytest.mark.integration
 
-TRAINING_KINDS = {
-    "pytorchjobs": "PyTorchJob",
-    "tfjobs": "TFJob",
-    "mpijobs": "MPIJob",
-    "xgboostjobs": "XGBoostJob",
-    "paddlejobs": "PaddleJob",
-    "jaxjobs": "JAXJob",
-}
+# plural -> kind for every kind podsweeper knows: the installed CRDs must match them.
+TRAINING_KINDS = {k.plural: k.kind for k in kinds.TRAINING_KINDS}
 
 
 def pod(name: str) -> dict:
