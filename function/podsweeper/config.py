@@ -35,7 +35,7 @@ def _split(value: str) -> frozenset[str]:
 
 
 class Settings(BaseSettings):
-    """Every knob, with the defaults behaviour.md names."""
+    """Every knob, with its default (docs/configuration.md lists them)."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, extra="ignore")
 

@@ -7,7 +7,7 @@ controller ownerReference to the job) and writes the job's conditions through th
 subresource; the kubelet writes pod status through the `status` subresource and finishes
 graceful deletions.
 
-The seed experiments (docs seed-findings.md) are timelines of such steps at the seed's
+The seed experiments (docs/seed.md) are timelines of such steps at the seed's
 offsets in seconds, multiplied by `scale` (1.0 = the seed's real pace).
 """
 
@@ -243,7 +243,7 @@ def _master(pods: dict[str, dict]) -> str:
 
 
 def experiment_1(play: Play, *, operator_cleanup: bool = True, name: str = "pytest") -> Outcome:
-    """cleanPodPolicy All, the job succeeds (seed-findings.md, experiment 1).
+    """cleanPodPolicy All, the job succeeds (docs/seed.md, experiment 1).
 
     With `operator_cleanup` the operator deletes every pod at 34s and the kubelet reports the
     workers' SIGTERM (exit 143) and removes them at 35-36s; without it the job is Succeeded
@@ -279,7 +279,7 @@ def experiment_1(play: Play, *, operator_cleanup: bool = True, name: str = "pyte
 
 def experiment_2(play: Play, *, until: float = 165, name: str = "pytest") -> Outcome:
     """No backoffLimit, every worker fails, the master succeeds: the job is Succeeded at 34s
-    while the workers crash-loop (seed-findings.md, experiment 2). Steps after `until`
+    while the workers crash-loop (docs/seed.md, experiment 2). Steps after `until`
     seconds are not played; a worker deleted meanwhile gets no further status."""
     job = play.submit(seed_job(None, play.namespace, name))
     pods = play.create_pods(job)

@@ -1,4 +1,4 @@
-"""Configuration: defaults from behaviour.md; invalid values name the variable."""
+"""Configuration: the defaults docs/configuration.md names; invalid values name the variable."""
 
 from __future__ import annotations
 
