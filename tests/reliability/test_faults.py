@@ -21,13 +21,12 @@ import pytest
 import requests
 
 from tests.fixtures import builders
-from tests.fixtures.builders import at, event, ping
+from tests.fixtures.builders import SECRET, at, event, ping
 from tests.fixtures.builders import container_status as cs
-from tests.http.server import binary_headers
+from tests.harness.served import Served, binary_headers
 from tests.integration.k8s import Operator, for_create
 from tests.reliability import figures
 from tests.reliability.faultproxy import Rule, kubeconfig_through, proxy_for
-from tests.reliability.served import SECRET, Served
 
 pytestmark = pytest.mark.integration
 

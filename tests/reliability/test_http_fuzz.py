@@ -25,13 +25,12 @@ import pytest
 from kubernetes import client
 
 from tests.fixtures import builders
-from tests.fixtures.builders import at
+from tests.fixtures.builders import SECRET, at
 from tests.fixtures.builders import container_status as cs
-from tests.http.server import UNREACHABLE_KUBECONFIG, free_port
+from tests.harness.served import Served, unreachable_kubeconfig
 from tests.integration.k8s import Operator, for_create
 from tests.reliability import figures
 from tests.reliability.fuzz import Generator, Request
-from tests.reliability.served import SECRET, Served
 
 REQUESTS = 10_500
 UNREACHABLE_REQUESTS = 2_500
@@ -244,8 +243,7 @@ def test_ten_thousand_hostile_requests_against_the_real_api(control_plane, admin
 def test_hostile_requests_with_the_api_unreachable(admin_api, namespace, tmp_path):
     seeded = seed(admin_api, namespace)
     requests = Generator(namespace, seeded, BODY_LIMIT, seed=7).requests(UNREACHABLE_REQUESTS)
-    kubeconfig = tmp_path / "unreachable.kubeconfig"
-    kubeconfig.write_text(UNREACHABLE_KUBECONFIG % free_port())
+    kubeconfig = unreachable_kubeconfig(tmp_path)
     env = {
         "KUBECONFIG": str(kubeconfig),
         "PODSWEEPER_MAX_BODY_BYTES": str(BODY_LIMIT),

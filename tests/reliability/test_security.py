@@ -23,12 +23,11 @@ import requests
 
 from podsweeper.config import Settings
 from tests.fixtures import scenarios
-from tests.fixtures.builders import at, event, job, ping, pod
+from tests.fixtures.builders import SECRET, at, event, job, ping, pod
 from tests.fixtures.builders import container_status as cs
-from tests.http.server import binary_headers
+from tests.harness.served import ALL_LOGS, Served, binary_headers, unreachable_kubeconfig
 from tests.integration.k8s import Operator
 from tests.reliability import figures
-from tests.reliability.served import ALL_LOGS, SECRET, Served
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "function" / "podsweeper"
@@ -135,11 +134,8 @@ def test_the_scan_would_see_them():
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory):
     """A served function with a 64 KiB body limit and no API behind it."""
-    from tests.http.server import UNREACHABLE_KUBECONFIG, free_port
-
     directory = tmp_path_factory.mktemp("limited")
-    kubeconfig = directory / "kubeconfig"
-    kubeconfig.write_text(UNREACHABLE_KUBECONFIG % free_port())
+    kubeconfig = unreachable_kubeconfig(directory)
     with Served(
         {
             "KUBECONFIG": str(kubeconfig),
