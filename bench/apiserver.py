@@ -35,8 +35,8 @@ import requests
 
 from bench import loadgen
 from bench.report import Row, say
-from bench.serving import Server, instance_memory
 from tests.fixtures import builders as b
+from tests.harness.served import Served
 
 TRACKED = {"pods", "events", *b.PLURALS.values()}
 REPLICAS = {"Master": 1, "Worker": 7}
@@ -77,7 +77,7 @@ def request_counts(cp) -> Counter:
 class Poster:
     """Sends ApiServerSource-style CloudEvents (binary mode) to the function, keep-alive."""
 
-    def __init__(self, server: Server):
+    def __init__(self, server: Served):
         self.server = server
         self.conn = loadgen.Connection(server.port)
 
@@ -172,7 +172,7 @@ def _fmt(counts: Counter, per: int) -> str:
     return ", ".join(f"{verb} {res} {n / per:.2f}" for (verb, res), n in sorted(counts.items()))
 
 
-def api_cost(cp, admin, server: Server, jobs: int = 30, no_limit_jobs: int = 10) -> list[Row]:
+def api_cost(cp, admin, server: Served, jobs: int = 30, no_limit_jobs: int = 10) -> list[Row]:
     from tests.integration.k8s import Operator
 
     namespace = _make_namespace(admin, "bench-cost")
@@ -398,7 +398,7 @@ def _percentiles(samples: list[float]) -> tuple[float, float]:
     return p(50), p(99)
 
 
-def latency(cp, admin, server: Server, jobs: int = 50, workdir: Path | None = None) -> list[Row]:
+def latency(cp, admin, server: Served, jobs: int = 50, workdir: Path | None = None) -> list[Row]:
     from tests.integration.k8s import Operator
 
     namespace = _make_namespace(admin, "bench-lat")
@@ -483,7 +483,7 @@ def latency(cp, admin, server: Server, jobs: int = 50, workdir: Path | None = No
 
 
 def _with_adapter(
-    cp, admin, server: Server, jobs: int, bare50: float, bare99: float, workdir: Path | None, what: str
+    cp, admin, server: Served, jobs: int, bare50: float, bare99: float, workdir: Path | None, what: str
 ) -> Row:
     from tests.adapter.launcher import ReceiveAdapter, install_source_rbac, source_config
     from tests.controlplane.build import RECEIVE_ADAPTER, ensure_built
@@ -534,7 +534,7 @@ def _with_adapter(
     return row
 
 
-def _function_events_total(server: Server) -> float:
+def _function_events_total(server: Served) -> float:
     text = requests.get(f"{server.url}/metrics", timeout=10).text
     return sum(
         float(line.rsplit(" ", 1)[1])
@@ -543,7 +543,7 @@ def _function_events_total(server: Server) -> float:
     )
 
 
-def _wait_quiet(server: Server, settle: float = 1.0, timeout: float = 60.0) -> None:
+def _wait_quiet(server: Served, settle: float = 1.0, timeout: float = 60.0) -> None:
     """Until the adapter has delivered the set-up's events: the function's count stops moving."""
     deadline = time.monotonic() + timeout
     last, since = -1.0, time.monotonic()
@@ -562,16 +562,14 @@ def run_all(workdir: Path, cost_jobs: int = 30, latency_jobs: int = 50) -> tuple
     say("figures 3-4: starting the control plane (binaries are built on first use)")
     with ControlPlane(log=sys.stderr) as cp:
         admin = _client(cp.admin_kubeconfig)
-        server = Server(
-            "function-cp",
-            {"KUBECONFIG": str(cp.function_kubeconfig), "PYTHONUNBUFFERED": "1"},
-            logdir=workdir,
-        ).start()
+        server = Served(
+            {"KUBECONFIG": str(cp.function_kubeconfig)}, workdir / "function-cp.log", name="function-cp"
+        )
         try:
-            server.wait_listening()
+            server.start()
             rows = api_cost(cp, admin, server, cost_jobs)
             rows += latency(cp, admin, server, latency_jobs, workdir)
-            memory = instance_memory(server)
+            memory = server.peak_memory_mb()
         finally:
             server.stop()
             admin.close()

@@ -14,6 +14,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from tests.harness.served import binary_headers
+
 
 def encode_request(port: int, headers: dict[str, str], body: bytes, path: str = "/") -> bytes:
     lines = [f"POST {path} HTTP/1.1", f"Host: 127.0.0.1:{port}", f"Content-Length: {len(body)}"]
@@ -23,8 +25,6 @@ def encode_request(port: int, headers: dict[str, str], body: bytes, path: str = 
 
 def binary_request(port: int, raw_event: dict) -> bytes:
     """A CloudEvent in binary content mode, as ApiServerSource sends it."""
-    from tests.http.server import binary_headers
-
     return encode_request(port, binary_headers(raw_event), json.dumps(raw_event["data"]).encode())
 
 

@@ -1,6 +1,7 @@
 """Figures 2, 5 and 6: the served function against a no-op function on the same server.
 
-Both run the production command (see bench/serving.py) side by side; load comes from
+Both run the production command (tests/harness/served.py; the no-op with `--source
+bench/noop_main.py`) side by side; load comes from
 bench/loadgen.py on loopback, alternating between the two servers in rounds, so a noisy
 neighbour hits both. The function is given a kubeconfig whose API server is a closed port:
 the events used here must be answered without any API request (an accidental request
@@ -19,9 +20,10 @@ from pathlib import Path
 from bench import loadgen
 from bench import stream as streams
 from bench.report import Row, say
-from bench.serving import Server, instance_memory, unreachable_kubeconfig
 from tests.fixtures import builders as b
+from tests.harness.served import Served, unreachable_kubeconfig
 
+NOOP_SOURCE = Path(__file__).resolve().parent / "noop_main.py"
 CONCURRENCY = 4
 ROUNDS = 8
 
@@ -40,14 +42,19 @@ def _events() -> dict[str, dict]:
     }
 
 
-def _check_answer(server: Server, name: str, status: int, body: bytes) -> None:
+def serve(name: str, env: dict[str, str], workdir: Path, noop: bool = False) -> Served:
+    """The function (or the no-op) started, not yet waited for: the caller times the start."""
+    return Served(env, workdir / f"{name}.log", name=name, source=NOOP_SOURCE if noop else None).launch()
+
+
+def _check_answer(server: Served, name: str, status: int, body: bytes) -> None:
     if status != 200:
         raise RuntimeError(
             f"{server.name} answered {status} to the {name} event: {body[:300]!r}\n{server.tail()}"
         )
 
 
-def _first_answer(server: Server, payload: bytes, timeout: float = 30.0) -> float:
+def _first_answer(server: Served, payload: bytes, timeout: float = 30.0) -> float:
     """Seconds from process start until an event is answered 200."""
     deadline = time.monotonic() + timeout
     while True:
@@ -67,12 +74,11 @@ def cold_start(workdir: Path, kubeconfig: Path, runs: int = 5) -> Row:
     times: dict[str, list[float]] = {"function": [], "noop": []}
     for run in range(runs):
         for kind in ("function", "noop"):
-            server = Server(
-                f"cold-{kind}-{run}", {"KUBECONFIG": str(kubeconfig)}, noop=kind == "noop", logdir=workdir
-            )
-            payload = loadgen.binary_request(server.port, event)
-            with server:
-                times[kind].append(_first_answer(server, payload))
+            server = serve(f"cold-{kind}-{run}", {"KUBECONFIG": str(kubeconfig)}, workdir, kind == "noop")
+            try:
+                times[kind].append(_first_answer(server, loadgen.binary_request(server.port, event)))
+            finally:
+                server.stop()
     fn, noop = statistics.median(times["function"]), statistics.median(times["noop"])
     say(f"figure 5: cold start function {fn:.2f} s, no-op {noop:.2f} s")
     row = Row(
@@ -94,12 +100,12 @@ def cold_start(workdir: Path, kubeconfig: Path, runs: int = 5) -> Row:
 def throughput(workdir: Path, kubeconfig: Path, duration: float = 1.5) -> tuple[list[Row], dict]:
     events = _events()
     env = {"KUBECONFIG": str(kubeconfig)}
-    fn = Server("function", env, logdir=workdir).start()
-    noop = Server("noop", env, noop=True, logdir=workdir).start()
+    fn = serve("function", env, workdir)
+    noop = serve("noop", env, workdir, noop=True)
     parts: dict[tuple[str, str], list[loadgen.LoadResult]] = {}
     try:
-        fn.wait_listening()
-        noop.wait_listening()
+        fn.wait_healthy()
+        noop.wait_healthy()
         payloads = {
             (s.name, k): loadgen.binary_request(s.port, e) for s in (fn, noop) for k, e in events.items()
         }
@@ -136,7 +142,7 @@ def throughput(workdir: Path, kubeconfig: Path, duration: float = 1.5) -> tuple[
                     for name in ("function", "noop")
                 )
             )
-        memory = {"function": instance_memory(fn), "noop": instance_memory(noop)}
+        memory = {"function": fn.peak_memory_mb(), "noop": noop.peak_memory_mb()}
     finally:
         fn.stop()
         noop.stop()
