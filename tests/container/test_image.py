@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,21 +23,15 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.harness.ports import free_port
+from tests.harness.served import SERVE_COMMAND
 from tests.tools import image
 
 pytestmark = pytest.mark.container
 
 REPO = Path(__file__).resolve().parents[2]
 TAG = "localhost/podsweeper:test"
-EXPECTED_CMD = [
-    "functions-framework",
-    "--source",
-    "/app/main.py",
-    "--target",
-    "handle",
-    "--signature-type",
-    "cloudevent",
-]
+EXPECTED_CMD = list(SERVE_COMMAND)  # run from WORKDIR /app, as from the repository root
 START_TIMEOUT = 60.0
 
 
@@ -47,12 +40,6 @@ def say(pytestconfig, message: str) -> None:
     capman = pytestconfig.pluginmanager.getplugin("capturemanager")
     with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
         print(f"\n[container] {message}", file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +80,7 @@ def test_image_config_runs_functions_framework_as_numeric_non_root(built):
     uid = user.split(":")[0]
     assert uid.isdigit() and int(uid) != 0, f"USER must be a numeric non-root uid, got {user!r}"
     assert config["Cmd"] == EXPECTED_CMD
+    assert config["WorkingDir"] == "/app"
     env = dict(item.split("=", 1) for item in config["Env"])
     assert env["PYTHONDONTWRITEBYTECODE"] == "1"
     assert env["PYTHONUNBUFFERED"] == "1"
@@ -109,15 +97,14 @@ def test_image_has_no_build_leftovers(built):
         site = list((root / "opt/venv/lib").glob("python3*/site-packages"))
         assert len(site) == 1
         site = site[0]
-        assert (site / "function" / "main.py").is_file()
+        assert not (site / "function").exists(), "function/main.py is not part of the wheel"
         assert not (site / "kubernetes" / "aio").exists()
-        assert list((site / "function" / "__pycache__").glob("main.*.pyc")), (
+        assert list((site / "podsweeper" / "__pycache__").glob("service.*.pyc")), (
             "bytecode must be compiled at build time (read-only root at run time)"
         )
-        link = root / "app" / "main.py"
-        assert link.is_symlink()
-        target = os.readlink(link)
-        assert target == "/" + str((site / "function" / "main.py").relative_to(root)), target
+        entry = root / "app" / "function" / "main.py"
+        assert entry.is_file() and not entry.is_symlink()
+        assert entry.read_bytes() == (REPO / "function" / "main.py").read_bytes()
 
 
 def training_irrelevant_pod_event() -> tuple[dict, bytes]:
