@@ -276,11 +276,12 @@ def render(event: WorldEvent, mode: str = "resource", event_id: str | None = Non
 def settings_strategy(*, max_deletes=st.just(1000), dry_run=st.just(False)) -> st.SearchStrategy[dict]:
     return st.fixed_dictionaries(
         {
-            "namespaces": st.sampled_from(["", "", "default,team-a,kube-system", "team-b"]),
+            # Mostly every namespace in scope: the rules can act only there.
+            "namespaces": st.sampled_from(["", "", "", "default,team-a,kube-system", "team-b"]),
             "exclude_namespaces": st.sampled_from(["kube-system", "kube-system", "kube-system,team-a", ""]),
             "orphan_grace_seconds": st.sampled_from([0, 30, 120]),
             "crashloop_restarts": st.sampled_from([1, 3, 5]),
-            "crashloop_action": st.sampled_from(["warn", "delete"]),
+            "crashloop_action": st.sampled_from(["warn", "warn", "delete"]),
             "sweep_active_pods": st.sampled_from([True, True, True, False]),
             "max_deletes_per_event": max_deletes,
             "dry_run": dry_run,
@@ -305,7 +306,7 @@ def _job_line(draw, index: int) -> list[JobSpec]:
             uid=f"job-{index}-{life}-{kind}-{namespace}-{name}",
             run_policy_clean=draw(st.sampled_from(CLEAN_POLICIES)),
             top_level_clean=draw(st.sampled_from(CLEAN_POLICIES)) if kind == "MPIJob" else None,
-            backoff_limit=draw(st.sampled_from([None, None, 0, 3])),
+            backoff_limit=draw(st.sampled_from([None, None, None, 0, 3])),
             active_deadline=draw(st.sampled_from([None, None, None, 600])),
             restart_policy=draw(st.sampled_from(RESTART_POLICIES)),
         )
