@@ -136,7 +136,9 @@ def test_api_failure_answers_503_in_time_then_the_retry_cleans_up(rig, fault):
     response, seconds = post(served.url, raw)
     assert response.status_code == 503, (response.status_code, response.text)
     assert response.text.startswith("kubernetes api unavailable") and response.text.count("\n") == 1
-    assert seconds <= BOUND + SLACK, f"{fault}: answered after {seconds:.2f}s"
+    assert figures.within(
+        "faults: slowest answer s under a fault (bound 3 s)", seconds, "<=", BOUND + SLACK
+    ), f"{fault}: answered after {seconds:.2f}s"
     if fault == "429 with a long Retry-After":
         assert response.headers.get("Retry-After") == "30"  # the source may use it
     if "DELETE" not in fault:
@@ -197,7 +199,10 @@ def test_slow_api_sweep_stops_at_its_time_bound_and_a_later_sweep_finishes(rig):
         kept += finished_job_with_leftovers(operator, name=f"job{index}")[1]
     proxy.set_rules(Rule("slow", seconds=0.35))
     response, seconds = post(served.url, ping(at(100)))
-    assert seconds <= BOUND + SLACK, seconds
+    assert figures.within("faults: slowest answer s under a fault (bound 3 s)", seconds, "<=", BOUND + SLACK)
+    # Not one defined outcome yet: the sweep stops starting passes 1 s before its bound, but
+    # deletes the pods of the passes it did after that stop; at 350 ms a call those deletes can
+    # reach the bound (503). See docs/guarantees.md.
     assert response.status_code in (200, 503), response.text
     if response.status_code == 200:
         assert "time bound" in response.json().get("note", ""), response.text
@@ -337,7 +342,9 @@ def test_random_faults_then_a_sweep_leaves_what_the_rules_name(rig, admin_api):
             response, seconds = post(served.url, raw)
             attempts += 1
             answers.append(response.status_code)
-            assert seconds <= BOUND + SLACK, (raw["type"], seconds)
+            assert figures.within(
+                "faults: slowest answer s under a fault (bound 3 s)", seconds, "<=", BOUND + SLACK
+            ), (raw["type"], seconds)
             assert response.status_code in (200, 503), (response.status_code, response.text)
             if response.status_code not in RETRIED:
                 break

@@ -40,7 +40,15 @@ WARMUP = 500
 BODY_LIMIT = 256 * 1024
 TIMEOUT_SECONDS = 10
 THREADS = 6
-RSS_GROWTH_LIMIT = 50 * 1024 * 1024  # after the warm-up, over all the other requests
+RSS_GROWTH_MIB = 40  # after the warm-up, over all the other requests (~19 MiB seen)
+RSS_GROWTH_LIMIT = RSS_GROWTH_MIB * 1024 * 1024
+# The slowest single answer, on a loaded 2-core machine with THREADS senders (~1.3 s seen):
+# far inside the event time bound, so no request ever waits on it.
+SLOWEST_ANSWER_SECONDS = 5.0
+# The fuzz is not vacuous (the generator is seeded: these counts barely move between runs;
+# ~4880 answered 2xx, ~5620 answered 4xx, ~1470 read the real cluster in the runs seen).
+AT_LEAST_2XX, AT_LEAST_4XX, AT_LEAST_API_PASSES = 4400, 5000, 1300
+AT_LEAST_503_UNREACHABLE = 500  # of UNREACHABLE_REQUESTS (~570 seen)
 KINDS = ("PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "PaddleJob", "JAXJob")
 
 
@@ -221,20 +229,26 @@ def test_ten_thousand_hostile_requests_against_the_real_api(control_plane, admin
     assert pod_state(admin_api, namespace) == before, "a pod was deleted or replaced"
     assert not [d for d in decisions if d["result"] == "deleted"], "the function deleted something"
     assert not Operator(admin_api, namespace).events("PodsCleanedUp")
-    assert rss_after - rss_before < RSS_GROWTH_LIMIT, (rss_before, rss_after)
-    assert report["slowest"] < TIMEOUT_SECONDS + 5
+    growth_mib = (rss_after - rss_before) / 1024 / 1024
+    assert figures.within("fuzz: worker RSS growth MiB after the warm-up", growth_mib, "<", RSS_GROWTH_MIB), (
+        rss_before,
+        rss_after,
+    )
+    slowest = report["slowest"]
+    assert figures.within("fuzz: slowest answer s (real API)", slowest, "<=", SLOWEST_ANSWER_SECONDS), slowest
     assert SECRET not in log
     # The fuzz is not vacuous: many requests got past parsing and read the real cluster.
-    assert statuses[200] > 1000 and statuses[400] > 3000 and report["api_passes"] > 300, dict(statuses)
+    answered_2xx = sum(n for s, n in statuses.items() if s is not None and 200 <= s < 300)
+    answered_4xx = sum(n for s, n in statuses.items() if s is not None and 400 <= s < 500)
+    assert figures.within("fuzz: answers 2xx (real API)", answered_2xx, ">=", AT_LEAST_2XX), dict(statuses)
+    assert figures.within("fuzz: answers 4xx (real API)", answered_4xx, ">=", AT_LEAST_4XX), dict(statuses)
+    passes = report["api_passes"]
+    assert figures.within("fuzz: passes that read the real cluster", passes, ">=", AT_LEAST_API_PASSES)
     figures.add("fuzz: requests against the real API", len(requests))
-    figures.add("fuzz: answers 2xx (real API)", sum(n for s, n in statuses.items() if 200 <= s < 300))
-    figures.add("fuzz: answers 4xx (real API)", sum(n for s, n in statuses.items() if 400 <= s < 500))
-    figures.add("fuzz: passes that read the real cluster", report["api_passes"])
     figures.add("fuzz: seconds for the real-API run", round(report["elapsed"]))
     figures.add("fuzz: worker RSS KiB at start", rss_start // 1024)
     figures.add("fuzz: worker RSS KiB after the warm-up", rss_before // 1024)
     figures.add("fuzz: worker RSS KiB at the end", rss_after // 1024)
-    figures.add("fuzz: slowest answer ms (real API)", int(report["slowest"] * 1000))
     for category, counts in summary.items():
         figures.add(f"fuzz category: {category}", sum(counts.values()))
 
@@ -259,7 +273,13 @@ def test_hostile_requests_with_the_api_unreachable(admin_api, namespace, tmp_pat
     statuses = report["statuses"]
     assert not [p for p in report["problems"] if " 503 " not in p], describe(report["problems"])
     assert all(s is not None and (200 <= s < 500 or s == 503) for s in statuses), dict(statuses)
-    assert statuses[503] > 100, dict(statuses)  # API-bound events asked for a retry
+    # API-bound events asked for a retry
+    assert figures.within(
+        "fuzz: answers 503 (API unreachable)", statuses[503], ">=", AT_LEAST_503_UNREACHABLE
+    ), dict(statuses)
+    slowest = report["slowest"]
+    assert figures.within(
+        "fuzz: slowest answer s (API unreachable)", slowest, "<=", SLOWEST_ANSWER_SECONDS
+    ), slowest
     assert rss_after - rss_before < RSS_GROWTH_LIMIT
     figures.add("fuzz: requests with the API unreachable", len(requests))
-    figures.add("fuzz: answers 503 (API unreachable)", statuses[503])
