@@ -50,6 +50,8 @@ BANNED_MODULES = {
     "codeop",
     "ctypes",
 }
+# Submodules of a banned module that load no code: reading an installed package's metadata.
+ALLOWED_MODULES = {"importlib.metadata"}
 BANNED_ATTRIBUTES = {
     ("os", "system"),
     ("os", "popen"),
@@ -70,6 +72,10 @@ BANNED_ATTRIBUTES = {
 }
 
 
+def _banned_module(name: str) -> bool:
+    return name.split(".")[0] in BANNED_MODULES and name not in ALLOWED_MODULES
+
+
 def banned_uses(path: Path) -> list[str]:
     tree = ast.parse(path.read_text(), filename=str(path))
     found = []
@@ -84,10 +90,8 @@ def banned_uses(path: Path) -> list[str]:
         ):
             found.append(f"{where} uses {node.value.id}.{node.attr}")
         if isinstance(node, ast.Import):
-            found += [
-                f"{where} imports {a.name}" for a in node.names if a.name.split(".")[0] in BANNED_MODULES
-            ]
-        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in BANNED_MODULES:
+            found += [f"{where} imports {a.name}" for a in node.names if _banned_module(a.name)]
+        if isinstance(node, ast.ImportFrom) and _banned_module(node.module or ""):
             found.append(f"{where} imports from {node.module}")
         if isinstance(node, ast.keyword) and node.arg == "shell":
             found.append(f"{where} passes shell=")
