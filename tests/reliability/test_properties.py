@@ -36,7 +36,7 @@ from collections import Counter
 from datetime import timedelta
 from unittest import mock
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from podsweeper.cluster.simulated import SimulatedCluster
@@ -70,6 +70,8 @@ PROPERTY = dict(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 EXAMPLES = int(os.environ.get("PODSWEEPER_PROPERTY_EXAMPLES", "400"))
+if os.environ.get("PODSWEEPER_PROPERTY_SHRINK") == "0":  # the seeded-bug run: a failure is enough
+    PROPERTY["phases"] = (Phase.explicit, Phase.reuse, Phase.generate)
 AFTER_EVERY_GRACE = timedelta(hours=3)
 
 
@@ -157,6 +159,13 @@ def check_outcome(
             assert world.warns_no_backoff_limit(job) is not False, f"no-backoff-limit not named for {job}"
             assert (action == "skip") == is_true(job.skip), (action, job.skip)
             assert event.verb == "add" and isinstance(event.spec, JobSpec), f"warned on {event.verb}"
+    # Bounded deletes: at most PODSWEEPER_MAX_DELETES_PER_EVENT attempts, and a delete is
+    # deferred only once they are used up.
+    results = [item.result for item in outcome.applied if item.decision.action.value == "delete"]
+    attempts = sum(1 for r in results if r not in ("deferred", "dry-run"))
+    budget = world.settings["max_deletes_per_event"]
+    assert attempts <= budget, f"{attempts} deletes in one event, the cap is {budget}"
+    assert "deferred" not in results or attempts == budget, (attempts, budget, results)
     return deletes
 
 

@@ -1,0 +1,129 @@
+"""Seeded bugs: each a small textual patch to one file of function/podsweeper/.
+
+Every mutant breaks one rule or one safety point of docs/rules.md; the fast tests (tests/unit
+and the property tests of tests/reliability/test_properties.py) must catch each. `old` must
+occur exactly once in the file, so a refactor that moves the code makes the runner say so
+instead of testing an unmutated copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    path: str  # relative to function/podsweeper/
+    old: str
+    new: str
+    breaks: str  # the rule or safety point it breaks
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        "uid-precondition",
+        "cluster/simulated.py",
+        "if current.uid != uid or (",
+        "if False and (",
+        "delete preconditions: a pod re-created under the name, or changed since it was read, is deleted",
+    ),
+    Mutant(
+        "earlier-job-uid",
+        "engine.py",
+        "if pod.job is not None and pod.job.uid and pod.job.uid != job.uid:",
+        "if False:",
+        "ownership by uid: a pod of an earlier job of the same name is judged by the new job",
+    ),
+    Mutant(
+        "opt-out-ignored",
+        "engine.py",
+        '    if pod.opted_out:\n        return "pod"',
+        '    if False:\n        return "pod"',
+        "opt-out: the pod annotation podsweeper.dev/skip is forgotten",
+    ),
+    Mutant(
+        "failed-not-finished",
+        "objects.py",
+        'finished = "Failed" if "Failed" in true_types else "Succeeded"',
+        'finished = None if "Failed" in true_types else "Succeeded"',
+        "a job with a Failed condition is treated as not finished",
+    ),
+    Mutant(
+        "namespace-gate",
+        "triage.py",
+        "    if settings.namespace_allowed(namespace):\n        return None",
+        "    if True:\n        return None",
+        "namespaces: PODSWEEPER_NAMESPACES / PODSWEEPER_EXCLUDE_NAMESPACES ignored",
+    ),
+    Mutant(
+        "delete-terminating",
+        "engine.py",
+        "pod.job is not None and not pod.foreign_controller and not pod.terminating and",
+        "pod.job is not None and not pod.foreign_controller and",
+        "pods already terminating are deleted again",
+    ),
+    Mutant(
+        "no-orphan-grace",
+        "engine.py",
+        "if age is None or age < grace:",
+        "if age is None:",
+        "orphan: PODSWEEPER_ORPHAN_GRACE_SECONDS not waited for",
+    ),
+    Mutant(
+        "clean-pod-policy-running",
+        "engine.py",
+        'if job is None or not job.finished or job.clean_pod_policy != "All":',
+        'if job is None or not job.finished or job.clean_pod_policy not in ("All", "Running"):',
+        "cleanPodPolicy Running treated like All: terminated pods kept for debugging are deleted",
+    ),
+    Mutant(
+        "dry-run-ignored",
+        "actions.py",
+        "                if settings.dry_run:\n",
+        "                if False:\n",
+        "dry-run deletes",
+    ),
+    Mutant(
+        "warn-without-threshold",
+        "engine.py",
+        "    if restarts < ctx.settings.crashloop_restarts:\n        return None",
+        "    if restarts < 1:\n        return None",
+        "crash-loop: warns (or deletes) below PODSWEEPER_CRASHLOOP_RESTARTS",
+    ),
+    Mutant(
+        "max-deletes-off-by-one",
+        "actions.py",
+        "elif budget <= 0:",
+        "elif budget < 0:",
+        "bounded deletes: one delete more than PODSWEEPER_MAX_DELETES_PER_EVENT",
+    ),
+    Mutant(
+        "sweep-active-pods-ignored",
+        "engine.py",
+        "or not pod.active or not ctx.settings.sweep_active_pods:",
+        "or not pod.active:",
+        "PODSWEEPER_SWEEP_ACTIVE_PODS=false still deletes a finished job's active pods",
+    ),
+    Mutant(
+        "foreign-controller-claimed",
+        "ownership.py",
+        "        if kind is None:\n            return Ownership(None, foreign_controller=True)",
+        "        if kind is None:\n            pass",
+        "a pod another controller owns is claimed by its training labels",
+    ),
+    Mutant(
+        "crash-loop-warning-dropped",
+        "actions.py",
+        "                cluster.record_event(warning_event(decision, now))\n                result = Result.WARNED",
+        "                result = None",
+        "crash-loop / no-backoff-limit: the Warning is never written",
+    ),
+    Mutant(
+        "suspended-swept",
+        "engine.py",
+        "        if owner is not None and owner.suspended:\n            continue",
+        "        if False:\n            continue",
+        "a suspended job's pods are deleted (the operator owns them)",
+    ),
+)
