@@ -54,6 +54,11 @@ class Settings(BaseSettings):
     dry_run: bool = Field(False, description="decide and report, delete nothing")
     sweep_active_pods: bool = Field(True, description="rule finished-job-active-pod on/off")
     orphan_grace_seconds: int = Field(30, ge=0, description="minimum pod age for rule orphan")
+    operator_grace_seconds: int = Field(
+        30,
+        ge=0,
+        description="how long a finished job's operator has to delete the pods its cleanPodPolicy names",
+    )
     crashloop_restarts: int = Field(5, ge=1, description="restartCount that makes a crash loop")
     crashloop_action: CrashLoopAction = Field(CrashLoopAction.WARN, description="rule crash-loop action")
     max_deletes_per_event: int = Field(100, ge=1, description="deletes per event; the rest later")

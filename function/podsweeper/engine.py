@@ -13,7 +13,7 @@ from datetime import datetime
 
 from podsweeper.config import CrashLoopAction, Settings
 from podsweeper.decisions import Action, Decision, Rule
-from podsweeper.model import TERMINATED_PHASES, Job, JobRef, Pod
+from podsweeper.model import TERMINATED_PHASES, CleanPodPolicy, Job, JobRef, Pod
 
 # restartPolicy values under which a failed replica is restarted in place.
 RESTARTING_POLICIES = frozenset({"OnFailure", "Always", "ExitCode"})
@@ -54,9 +54,43 @@ def orphan(pod: Pod, job: Job | None, ctx: Context) -> Verdict | None:
     )
 
 
+def operator_deletes(pod: Pod, job: Job) -> bool:
+    """Whether the job's operator deletes this pod itself now that the job has finished."""
+    policy = job.clean_pod_policy
+    return policy is CleanPodPolicy.ALL or (policy is CleanPodPolicy.RUNNING and pod.active)
+
+
+def operator_grace_left(pod: Pod, job: Job, now: datetime, settings: Settings) -> float | None:
+    """Seconds the operator still has to delete this pod itself; None when it is not waited for.
+
+    Deleting such a pod at once races the operator (measured with training-operator v1.9.4: it
+    deletes a pod's headless Service only after the pod, and gives up on the Service when the
+    pod is already gone). A job whose finishing time is not recorded cannot be waited for.
+    """
+    if not job.finished or job.finished_at is None or not operator_deletes(pod, job):
+        return None
+    left = settings.operator_grace_seconds - (now - job.finished_at).total_seconds()
+    return left if left > 0 else None
+
+
+def left_to_operator(job: Job | None, pods: Iterable[Pod], now: datetime, settings: Settings) -> str | None:
+    """Says which pods are left to the operator's own cleanup for now, if any (for the log)."""
+    if job is None:
+        return None
+    waits = [left for pod in pods if (left := operator_grace_left(pod, job, now, settings)) is not None]
+    if not waits:
+        return None
+    return (
+        f"cleanPodPolicy {job.clean_pod_policy.value}: the operator has {max(waits):.0f}s left to delete "
+        f"{len(waits)} pod(s) itself (PODSWEEPER_OPERATOR_GRACE_SECONDS); podsweeper is the backstop after that"
+    )
+
+
 def finished_job_active_pod(pod: Pod, job: Job | None, ctx: Context) -> Verdict | None:
     if job is None or not job.finished or not pod.active or not ctx.settings.sweep_active_pods:
         return None
+    if operator_grace_left(pod, job, ctx.now, ctx.settings) is not None:
+        return None  # the operator's own cleanup comes first
     looping = pod.max_crash_loop_restarts()
     detail = f", crash-looping with {looping} restarts" if looping else ""
     return Verdict(
@@ -66,10 +100,12 @@ def finished_job_active_pod(pod: Pod, job: Job | None, ctx: Context) -> Verdict 
 
 
 def clean_pod_policy_all(pod: Pod, job: Job | None, ctx: Context) -> Verdict | None:
-    if job is None or not job.finished or job.clean_pod_policy != "All":
+    if job is None or not job.finished or job.clean_pod_policy is not CleanPodPolicy.ALL:
         return None
     if pod.phase not in TERMINATED_PHASES:
         return None
+    if operator_grace_left(pod, job, ctx.now, ctx.settings) is not None:
+        return None  # the operator's own cleanup comes first
     return Verdict(Action.DELETE, f"job {job.finished} with cleanPodPolicy All; pod {pod.phase}")
 
 

@@ -14,6 +14,15 @@ from podsweeper.kinds import TrainingKind
 
 SKIP_ANNOTATION = "podsweeper.dev/skip"
 
+
+class CleanPodPolicy(StrEnum):
+    """What the operator itself deletes when a job finishes (spec.runPolicy.cleanPodPolicy)."""
+
+    NONE = "None"  # nothing
+    RUNNING = "Running"  # its Pending and Running pods
+    ALL = "All"  # every pod
+
+
 # Phases in which a pod still holds its node's resources.
 ACTIVE_PHASES = frozenset({"Pending", "Running"})
 TERMINATED_PHASES = frozenset({"Succeeded", "Failed", "Unknown"})
@@ -103,8 +112,9 @@ class Job:
     api_version: str
     opted_out: bool = False
     finished: str | None = None  # "Succeeded" / "Failed" when finished
+    finished_at: datetime | None = None  # the finishing condition's lastTransitionTime
     suspended: bool = False
-    clean_pod_policy: str = "None"
+    clean_pod_policy: CleanPodPolicy = CleanPodPolicy.NONE
     backoff_limit: int | None = None
     active_deadline_seconds: int | None = None
     # replica type -> restartPolicy (defaults applied)
@@ -130,3 +140,6 @@ class EventRecord:
     reason: str
     message: str
     time: datetime
+    # A mark that must grow for a repeat to be written (a crash loop's restart count): the
+    # count of a warning then follows crashes, not how often podsweeper looked.
+    progress: int | None = None

@@ -23,10 +23,10 @@ from pydantic import (
 
 from podsweeper import kinds
 from podsweeper.errors import BadEvent
-from podsweeper.model import SKIP_ANNOTATION, ContainerView, Job, Pod
+from podsweeper.model import SKIP_ANNOTATION, CleanPodPolicy, ContainerView, Job, Pod
 from podsweeper.ownership import Owner, pod_ownership
 
-CLEAN_POD_POLICIES = frozenset({"None", "Running", "All"})
+POLICIES = frozenset(p.value for p in CleanPodPolicy)
 
 
 class _Model(BaseModel):
@@ -106,6 +106,8 @@ class PodObject(_Model):
 class Condition(_Model):
     type: str
     status: str
+    lastTransitionTime: datetime | None = None
+    lastUpdateTime: datetime | None = None
 
 
 class JobStatus(_Model):
@@ -261,10 +263,15 @@ def pod_from(obj: PodObject) -> Pod:
     )
 
 
-def _finished(status: JobStatus | None) -> tuple[str | None, bool]:
-    true_types = {c.type for c in (status.conditions or ()) if c.status == "True"} if status else set()
-    finished = "Failed" if "Failed" in true_types else "Succeeded" if "Succeeded" in true_types else None
-    return finished, "Suspended" in true_types
+def _finished(status: JobStatus | None) -> tuple[str | None, datetime | None, bool]:
+    """Failed or Succeeded (and since when), and whether the job is suspended."""
+    true = {c.type: c for c in (status.conditions or ()) if c.status == "True"} if status else {}
+    finished = "Failed" if "Failed" in true else "Succeeded" if "Succeeded" in true else None
+    since = None
+    if finished is not None:
+        condition = true[finished]
+        since = condition.lastTransitionTime or condition.lastUpdateTime
+    return finished, since, "Suspended" in true
 
 
 def job_from(obj: JobObject) -> Job:
@@ -289,7 +296,7 @@ def job_from(obj: JobObject) -> Job:
         )
         for rtype, rspec in replicas.items()
     )
-    finished, suspended = _finished(obj.status)
+    finished, finished_at, suspended = _finished(obj.status)
     return Job(
         kind=kind,
         namespace=obj.metadata.namespace,
@@ -298,9 +305,10 @@ def job_from(obj: JobObject) -> Job:
         api_version=obj.apiVersion,
         opted_out=obj.metadata.opted_out(),
         finished=finished,
+        finished_at=finished_at,
         suspended=suspended,
         # An unknown policy is treated as None: keeping pods is the safe reading.
-        clean_pod_policy=policy if policy in CLEAN_POD_POLICIES else "None",
+        clean_pod_policy=CleanPodPolicy(policy) if policy in POLICIES else CleanPodPolicy.NONE,
         backoff_limit=run_policy.backoffLimit,
         active_deadline_seconds=run_policy.activeDeadlineSeconds,
         restart_policies=restart,

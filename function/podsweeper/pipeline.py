@@ -113,10 +113,14 @@ class Pipeline:
         if job is not None and work.check_backoff:
             decisions += engine.decide_new_job(job, self.settings)
         replaced = job is not None and work.ref.uid is not None and job.uid != work.ref.uid
+        note = None
         if job is None or job.finished or replaced or work.reason.lists_pods:
             pods = cluster.list_job_pods(work.ref, all_label_sets=work.all_label_sets)
             decisions += engine.decide_pods(work.ref, job, pods, now, self.settings)
-        return decisions, None if decisions else "the fresh state names no pod for any rule"
+            note = engine.left_to_operator(None if replaced else job, pods, now, self.settings)
+        if decisions:
+            return decisions, note
+        return decisions, note or "the fresh state names no pod for any rule"
 
     def _sweep(
         self, cluster: Cluster, now: datetime, deadline: float | None
