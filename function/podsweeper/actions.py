@@ -51,8 +51,8 @@ def carry_out(
                     if result is Result.DELETED:
                         deleted_by_job[decision.job.key].append(decision)
             elif decision.action is Action.WARN:
-                cluster.record_event(warning_event(decision, now))
-                result = Result.WARNED
+                written = cluster.record_event(warning_event(decision, now))
+                result = Result.WARNED if written else Result.ALREADY_WARNED
             on_applied(Applied(decision, result))
     except ApiUnavailable:
         # The retry will not see the pods deleted so far: keep their evidence now if the

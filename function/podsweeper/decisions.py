@@ -30,7 +30,8 @@ class Result(StrEnum):
     CONFLICT = "conflict"  # 409: a precondition failed (a new pod has this name, or it changed)
     DRY_RUN = "dry-run"
     DEFERRED = "deferred"  # over PODSWEEPER_MAX_DELETES_PER_EVENT: the next event or sweep
-    WARNED = "warned"  # a Warning Event was written
+    WARNED = "warned"  # a Warning Event was written (or its count bumped)
+    ALREADY_WARNED = "already-warned"  # nothing new since the last warning: not written again
 
 
 @dataclass(frozen=True)

@@ -71,8 +71,12 @@ def describe_container(c: ContainerView) -> str:
 
 
 def warning_event(decision: Decision, now: datetime) -> EventRecord:
-    """One Warning per (job, pod, rule): repeats bump the count of the same Event."""
+    """One Warning per (job, pod, rule): repeats bump the count of the same Event, a crash
+    loop's only when the pod's restart count has grown since."""
     about = decision.name if decision.kind == "Pod" else ""
+    progress = None
+    if decision.rule is Rule.CRASH_LOOP:
+        progress = max((c.restart_count for c in decision.evidence), default=None)
     return EventRecord(
         name=_event_name(decision.job, decision.rule.value, about),
         involved=decision.job,
@@ -80,6 +84,7 @@ def warning_event(decision: Decision, now: datetime) -> EventRecord:
         reason=WARNING_REASONS[decision.rule],
         message=_truncate(f"{decision.kind} {decision.name}: {decision.reason}"),
         time=now,
+        progress=progress,
     )
 
 

@@ -85,6 +85,25 @@ def test_record_event_creates_then_counts(cluster, operator, namespace):
     assert event.involved_object.uid == job["metadata"]["uid"] and event.involved_object.kind == "PyTorchJob"
 
 
+def test_record_event_with_progress_is_written_again_only_when_it_grew(cluster, operator, namespace):
+    """A crash-loop warning carries the restart count; the same count again writes nothing."""
+    job = operator.create_job()
+    ref = JobRef(PYTORCH, namespace, "pytest", job["metadata"]["uid"], "kubeflow.org/v1")
+    now = datetime.now(UTC)
+    written = [
+        cluster.record_event(
+            EventRecord(
+                "pytest.loop", ref, "Warning", "CrashLoopWithoutLimit", f"{n} restarts", now, progress=n
+            )
+        )
+        for n in (5, 5, 6, 6, 4, 7)
+    ]
+    assert written == [True, False, True, False, False, True]
+    (event,) = operator.events("CrashLoopWithoutLimit")
+    assert event.count == 3 and event.message == "7 restarts"
+    assert event.metadata.annotations == {"podsweeper.dev/restarts": "7"}
+
+
 def test_cluster_wide_lists_for_the_sweep(cluster, operator, namespace):
     job = operator.create_job(kind="TFJob", name="tf", replicas={"Worker": 2})
     operator.create_pod(job, "Worker", 0)

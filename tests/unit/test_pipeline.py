@@ -119,6 +119,33 @@ def test_repeated_crash_loop_warnings_update_one_event():
     assert "7 restarts" in warning.record.message
 
 
+def test_crash_loop_warning_is_written_again_only_when_restarts_grew():
+    """Each pod event triggers a pass over the whole job; a pod whose restart count did not
+    grow since its last warning is not warned again (counts follow crashes, not passes)."""
+    j = job(conditions=[("Created", at(0)), ("Running", at(2))])
+    cluster = cluster_with(j, [])
+
+    def looping(index, restarts):
+        return pod(
+            j,
+            "Worker",
+            index,
+            phase="Running",
+            containers=[cs(state="waiting", reason="CrashLoopBackOff", restarts=restarts, last_exit=1)],
+        )
+
+    for index in (0, 1):
+        cluster.observe("update", parse_pod(looping(index, 5)))
+    first = handle(cluster, event("update", looping(0, 5), at(100)))
+    assert sorted(a.result for a in first.applied) == [Result.WARNED, Result.WARNED]
+    cluster.observe("update", parse_pod(looping(1, 6)))  # worker 1 crashed again, worker 0 did not
+    second = handle(cluster, event("update", looping(1, 6), at(110)))
+    results = {a.decision.name: a.result for a in second.applied}
+    assert results == {"pytest-worker-0": Result.ALREADY_WARNED, "pytest-worker-1": Result.WARNED}
+    counts = sorted((r.record.message.split(":")[0], r.count) for r in cluster.events.values())
+    assert counts == [("Pod pytest-worker-0", 1), ("Pod pytest-worker-1", 2)]
+
+
 def test_irrelevant_pod_event_reads_nothing():
     class NoReads(SimulatedCluster):
         def __getattribute__(self, name):

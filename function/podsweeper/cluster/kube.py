@@ -30,6 +30,8 @@ from podsweeper.ownership import TRAINING_POD_SELECTORS, job_pod_selectors
 log = logging.getLogger("podsweeper.cluster")
 
 PAGE_SIZE = 500
+# On podsweeper's Warning Events: the restart count the last write was about.
+PROGRESS_ANNOTATION = "podsweeper.dev/restarts"
 T = TypeVar("T")
 # Longest Retry-After we wait out inside one event (and only if the deadline allows).
 MAX_RETRY_AFTER_WAIT = 2.0
@@ -231,12 +233,13 @@ class KubeCluster:
             return Result.CONFLICT
         return Result.GONE if found is None else Result.DELETED
 
-    def record_event(self, event: EventRecord) -> None:
+    def record_event(self, event: EventRecord) -> bool:
         ref, stamp = event.involved, event.time.isoformat().replace("+00:00", "Z")
+        marks = {PROGRESS_ANNOTATION: str(event.progress)} if event.progress is not None else {}
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": event.name, "namespace": ref.namespace},
+            "metadata": {"name": event.name, "namespace": ref.namespace, "annotations": marks},
             "involvedObject": {
                 "apiVersion": ref.api_version or f"{kinds.GROUP}/{ref.version}",
                 "kind": ref.kind.kind,
@@ -255,14 +258,23 @@ class KubeCluster:
         }
         try:
             self._call(f"create event {event.name}", self.core.create_namespaced_event, ref.namespace, body)
-            return
+            return True
         except ApiException:  # 409: the same warning again -> bump its count
             pass
         current = (
             self._call(f"get event {event.name}", self.core.read_namespaced_event, event.name, ref.namespace)
             or {}
         )
+        before = ((current.get("metadata") or {}).get("annotations") or {}).get(PROGRESS_ANNOTATION)
+        if (
+            event.progress is not None
+            and before is not None
+            and before.isdigit()
+            and event.progress <= int(before)
+        ):
+            return False  # nothing new since the last one: its count must not follow our passes
         patch = {
+            "metadata": {"annotations": marks},
             "count": int(current.get("count") or 1) + 1,
             "lastTimestamp": stamp,
             "message": event.message,
@@ -270,6 +282,7 @@ class KubeCluster:
         self._call(
             f"patch event {event.name}", self.core.patch_namespaced_event, event.name, ref.namespace, patch
         )
+        return True
 
     def list_training_pods(self, namespace: str | None) -> Iterator[Pod]:
         seen: set[str] = set()  # a pod may carry both label sets

@@ -17,6 +17,10 @@ from podsweeper.model import EventRecord, Job, JobRef, Pod, Verb
 from podsweeper.ownership import has_training_label, labelled_job_names, labels_name_job
 
 
+def _grew(before: int | None, now: int | None) -> bool:
+    return now is None or before is None or now > before
+
+
 @dataclass
 class RecordedEvent:
     record: EventRecord
@@ -126,12 +130,15 @@ class SimulatedCluster:
         self.deleted_by_podsweeper.add(uid)
         return Result.DELETED
 
-    def record_event(self, event: EventRecord) -> None:
+    def record_event(self, event: EventRecord) -> bool:
         existing = self.events.get(event.name)
         if existing is None:
             self.events[event.name] = RecordedEvent(event)
-        else:
-            existing.record, existing.count = event, existing.count + 1
+            return True
+        if not _grew(existing.record.progress, event.progress):
+            return False
+        existing.record, existing.count = event, existing.count + 1
+        return True
 
     def list_training_pods(self, namespace: str | None) -> Iterator[Pod]:
         for (ns, _), pod in list(self.pods.items()):
