@@ -61,7 +61,12 @@ class Settings(BaseSettings):
     )
     crashloop_restarts: int = Field(5, ge=1, description="restartCount that makes a crash loop")
     crashloop_action: CrashLoopAction = Field(CrashLoopAction.WARN, description="rule crash-loop action")
-    max_deletes_per_event: int = Field(100, ge=1, description="deletes per event; the rest later")
+    max_deletes_per_event: int = Field(
+        100, ge=1, description="deletes per event where no job declares a size (orphans, a sweep's total)"
+    )
+    delete_concurrency: int = Field(16, ge=1, le=256, description="deletes of one pass in flight at once")
+    kube_api_qps: float = Field(100.0, gt=0, description="client-side rate limit on API requests, per second")
+    kube_api_burst: int = Field(600, ge=1, description="requests allowed at once above the sustained rate")
     event_timeout_seconds: float = Field(10.0, gt=0, le=300, description="time bound per event")
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest request body accepted")
 

@@ -73,6 +73,24 @@ def operator_grace_left(pod: Pod, job: Job, now: datetime, settings: Settings) -
     return left if left > 0 else None
 
 
+# Pods a finished job may have beyond what it declares: leftovers of restarts and re-creations.
+STRAGGLER_MARGIN = 0.1
+MIN_STRAGGLERS = 2
+
+
+def delete_bound(job: Job | None, settings: Settings) -> int:
+    """How many pods one pass may delete.
+
+    A job that still exists says how many pods it runs: its own event may clean all of them,
+    plus a margin for stragglers (a 1,024-worker job is cleaned at once). What has no declared
+    size (the orphans of a gone job) gets the fixed PODSWEEPER_MAX_DELETES_PER_EVENT.
+    """
+    if job is None:
+        return settings.max_deletes_per_event
+    declared = job.declared_replicas
+    return declared + max(MIN_STRAGGLERS, int(declared * STRAGGLER_MARGIN))
+
+
 def left_to_operator(job: Job | None, pods: Iterable[Pod], now: datetime, settings: Settings) -> str | None:
     """Says which pods are left to the operator's own cleanup for now, if any (for the log)."""
     if job is None:

@@ -119,6 +119,8 @@ class Job:
     active_deadline_seconds: int | None = None
     # replica type -> restartPolicy (defaults applied)
     restart_policies: tuple[tuple[str, str], ...] = ()
+    # Sum of the replica specs' `replicas`: how many pods the job itself says it runs.
+    declared_replicas: int = 0
 
     @property
     def ref(self) -> JobRef:

@@ -121,6 +121,7 @@ class RunPolicy(_Model):
 
 
 class ReplicaSpec(_Model):
+    replicas: int | None = Field(default=None, ge=0)
     restartPolicy: str | None = None
 
 
@@ -288,14 +289,13 @@ def job_from(obj: JobObject) -> Job:
     replicas = spec.get(kind.replica_specs_key) or {}
     if not isinstance(replicas, dict):
         raise BadEvent(f"spec.{kind.replica_specs_key} is not an object")
-    restart = tuple(
-        (
-            str(rtype),
-            _validate_part(ReplicaSpec, rspec or {}, f"spec.{kind.replica_specs_key}.{rtype}").restartPolicy
-            or kind.default_restart_policy,
-        )
+    specs = {
+        str(rtype): _validate_part(ReplicaSpec, rspec or {}, f"spec.{kind.replica_specs_key}.{rtype}")
         for rtype, rspec in replicas.items()
-    )
+    }
+    restart = tuple((rtype, s.restartPolicy or kind.default_restart_policy) for rtype, s in specs.items())
+    # The operators default an unset replica count to 1.
+    declared = sum(1 if s.replicas is None else s.replicas for s in specs.values())
     finished, finished_at, suspended = _finished(obj.status)
     return Job(
         kind=kind,
@@ -312,6 +312,7 @@ def job_from(obj: JobObject) -> Job:
         backoff_limit=run_policy.backoffLimit,
         active_deadline_seconds=run_policy.activeDeadlineSeconds,
         restart_policies=restart,
+        declared_replicas=declared,
     )
 
 

@@ -21,6 +21,8 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from podsweeper import kinds
+from podsweeper.cluster.ratelimit import RateLimiter
+from podsweeper.config import Settings
 from podsweeper.decisions import Result
 from podsweeper.errors import ApiUnavailable, BadEvent
 from podsweeper.model import EventRecord, Job, JobRef, Pod
@@ -37,15 +39,27 @@ T = TypeVar("T")
 MAX_RETRY_AFTER_WAIT = 2.0
 
 
-def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
-    """In-cluster config inside a pod, else KUBECONFIG / ~/.kube/config. Never calls the API."""
+def load_api_client(kubeconfig: str | None = None, connections: int = 16) -> client.ApiClient:
+    """In-cluster config inside a pod, else KUBECONFIG / ~/.kube/config. Never calls the API.
+
+    `connections`: the pool size, at least as many as requests in flight at once (concurrent
+    deletes), so none is opened and thrown away per request.
+    """
     configuration = client.Configuration()
+    configuration.connection_pool_maxsize = max(connections, 4)
     if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_incluster_config(client_configuration=configuration)
     else:
         config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
     configuration.retries = 0  # one try per call: the event source does the retrying
     return client.ApiClient(configuration)
+
+
+def connect(settings: Settings, kubeconfig: str | None = None) -> KubeCluster:
+    """The real cluster as the settings say: pool sized for the concurrent deletes, one rate
+    limiter for every request this instance makes."""
+    api = load_api_client(kubeconfig, connections=settings.delete_concurrency + 4)
+    return KubeCluster(api, limiter=RateLimiter(settings.kube_api_qps, settings.kube_api_burst))
 
 
 # Names the API server accepts (apimachinery validation). A name outside them cannot exist:
@@ -88,6 +102,7 @@ def _retry_after(error: ApiException) -> float | None:
 class KubeCluster:
     api: client.ApiClient
     deadline: float | None = None  # time.monotonic() value; None = unbounded (CLI sweep)
+    limiter: RateLimiter | None = None  # shared by every view of this cluster
 
     def __post_init__(self) -> None:
         self.core = client.CoreV1Api(self.api)
@@ -97,6 +112,7 @@ class KubeCluster:
         """A view of this cluster whose calls all end by `deadline` (shares the connection pool)."""
         view = KubeCluster.__new__(KubeCluster)
         view.api, view.deadline, view.core, view.custom = self.api, deadline, self.core, self.custom
+        view.limiter = self.limiter
         return view
 
     # -- plumbing ------------------------------------------------------------------
@@ -117,6 +133,8 @@ class KubeCluster:
         """One API call; returns the raw body. 404 -> None; 409 raises ApiException."""
         for attempt in (1, 2):
             try:
+                if self.limiter is not None:
+                    self.limiter.acquire(self.deadline)
                 response = fn(*args, _preload_content=False, _request_timeout=self._timeout(), **kwargs)
                 return response.data or b""
             except ApiException as error:
