@@ -24,7 +24,10 @@ from tests.fixtures.builders import at, event, job, ping, pod, split
 SUCCEEDED = [("Created", at(0)), ("Running", at(2)), ("Succeeded", at(30))]
 
 
-def handle(pipeline, raw_event, now=at(600)):
+NOW = at(600)
+
+
+def handle(pipeline, raw_event, now=NOW):
     return pipeline.handle(parse_event(*split(raw_event)), now)
 
 
