@@ -13,7 +13,7 @@ from podsweeper.cluster.base import Cluster
 from podsweeper.config import Settings
 from podsweeper.decisions import Action, Decision, Result
 from podsweeper.errors import ApiUnavailable
-from podsweeper.report import cleanup_event, warning_event
+from podsweeper.report import cleanup_event, suspend_event, warning_event
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,7 @@ def carry_out(
     """
     pending: list[tuple[Decision, Result | None | Future[Result]]] = []
     failure: ApiUnavailable | None = None
+    suspended: dict[tuple[str, str, str], Result] = {}  # one suspend per job, whatever its pods
     for decision in decisions:
         outcome: Result | None | Future[Result] = None
         try:
@@ -55,6 +56,12 @@ def carry_out(
             elif decision.action is Action.WARN:
                 written = cluster.record_event(warning_event(decision, now))
                 outcome = Result.WARNED if written else Result.ALREADY_WARNED
+            elif decision.action is Action.SUSPEND:
+                outcome = Result.DRY_RUN if settings.dry_run else suspended.get(decision.job.key)
+                if outcome is None:
+                    outcome = suspended[decision.job.key] = cluster.suspend_job(decision.job)
+                    if outcome is Result.SUSPENDED:
+                        cluster.record_event(suspend_event(decision, now))
         except ApiUnavailable as error:
             failure = error
             break

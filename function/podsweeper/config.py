@@ -26,7 +26,8 @@ class CrashLoopAction(StrEnum):
     """What rule crash-loop does (PODSWEEPER_CRASHLOOP_ACTION)."""
 
     WARN = "warn"
-    DELETE = "delete"
+    SUSPEND = "suspend"  # spec.runPolicy.suspend: the operator removes the pods, the job stays
+    DELETE = "delete"  # futile against an operator: it recreates the pod at once
 
 
 @lru_cache(maxsize=64)  # settings are frozen: each list is split once, not on every check

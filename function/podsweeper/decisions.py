@@ -19,6 +19,7 @@ class Rule(StrEnum):
 class Action(StrEnum):
     DELETE = "delete"
     WARN = "warn"
+    SUSPEND = "suspend"  # the pod's job: spec.runPolicy.suspend = true
     SKIP = "skip"
 
 
@@ -32,6 +33,7 @@ class Result(StrEnum):
     DEFERRED = "deferred"  # over PODSWEEPER_MAX_DELETES_PER_EVENT: the next event or sweep
     WARNED = "warned"  # a Warning Event was written (or its count bumped)
     ALREADY_WARNED = "already-warned"  # nothing new since the last warning: not written again
+    SUSPENDED = "suspended"  # the job was suspended (by this decision or another of the pass)
 
 
 @dataclass(frozen=True)

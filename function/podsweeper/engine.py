@@ -133,12 +133,16 @@ def crash_loop(pod: Pod, job: Job | None, ctx: Context) -> Verdict | None:
     restarts = pod.max_crash_loop_restarts()
     if restarts < ctx.settings.crashloop_restarts:
         return None
-    action = Action.DELETE if ctx.settings.crashloop_action is CrashLoopAction.DELETE else Action.WARN
-    return Verdict(
-        action,
+    reason = (
         f"CrashLoopBackOff with {restarts} restarts and the job has neither "
-        "backoffLimit nor activeDeadlineSeconds: it would restart forever",
+        "backoffLimit nor activeDeadlineSeconds: it would restart forever"
     )
+    chosen = ctx.settings.crashloop_action
+    if chosen is CrashLoopAction.SUSPEND:
+        if job.suspend_blocked:
+            return Verdict(Action.WARN, f"{reason}; not suspended: {job.suspend_blocked}")
+        return Verdict(Action.SUSPEND, f"{reason}; suspending the job stops it for good")
+    return Verdict(Action.DELETE if chosen is CrashLoopAction.DELETE else Action.WARN, reason)
 
 
 POD_RULES: tuple[tuple[Rule, PodRuleFn], ...] = (

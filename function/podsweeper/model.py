@@ -121,6 +121,8 @@ class Job:
     restart_policies: tuple[tuple[str, str], ...] = ()
     # Sum of the replica specs' `replicas`: how many pods the job itself says it runs.
     declared_replicas: int = 0
+    # Why podsweeper must not suspend this job (another controller drives its suspend), if so.
+    suspend_blocked: str | None = None
 
     @property
     def ref(self) -> JobRef:

@@ -118,6 +118,20 @@ class RunPolicy(_Model):
     cleanPodPolicy: str | None = None
     backoffLimit: int | None = None
     activeDeadlineSeconds: int | None = None
+    managedBy: str | None = None
+
+
+# Kueue admits a job by driving its suspend field; a queued job is Kueue's to suspend.
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+TRAINING_OPERATOR = "kubeflow.org/training-operator"
+
+
+def _suspend_blocked(labels: dict[str, str], run_policy: RunPolicy) -> str | None:
+    if KUEUE_QUEUE_LABEL in labels:
+        return f"Kueue manages it (label {KUEUE_QUEUE_LABEL}) and drives spec.runPolicy.suspend itself"
+    if run_policy.managedBy not in (None, "", TRAINING_OPERATOR):
+        return f"runPolicy.managedBy is {run_policy.managedBy!r}, not the training operator"
+    return None
 
 
 class ReplicaSpec(_Model):
@@ -313,6 +327,7 @@ def job_from(obj: JobObject) -> Job:
         active_deadline_seconds=run_policy.activeDeadlineSeconds,
         restart_policies=restart,
         declared_replicas=declared,
+        suspend_blocked=_suspend_blocked(obj.metadata.labels or {}, run_policy),
     )
 
 

@@ -88,6 +88,21 @@ def warning_event(decision: Decision, now: datetime) -> EventRecord:
     )
 
 
+def suspend_event(decision: Decision, now: datetime) -> EventRecord:
+    """JobSuspended: podsweeper set spec.runPolicy.suspend because of this crash loop."""
+    return EventRecord(
+        name=_event_name(decision.job, "suspend"),
+        involved=decision.job,
+        type="Warning",
+        reason="CrashLoopSuspended",
+        message=_truncate(
+            f"podsweeper suspended the job (spec.runPolicy.suspend: true): {decision.kind} {decision.name}: "
+            f"{decision.reason}. Fix the cause, then set suspend: false to start it again."
+        ),
+        time=now,
+    )
+
+
 def cleanup_event(job: JobRef, deleted: Iterable[Decision], now: datetime) -> EventRecord:
     """PodsCleanedUp: which pods went, why, and how their containers died."""
     deleted = sorted(deleted, key=lambda d: d.name)

@@ -35,6 +35,12 @@ class Cluster(Protocol):
         opted out) is not deleted on stale facts.
         """
 
+    def suspend_job(self, ref: JobRef) -> Result:
+        """Set spec.runPolicy.suspend on the job whose uid is ref.uid.
+
+        Returns SUSPENDED, GONE (404) or CONFLICT (another job has that name now).
+        """
+
     def record_event(self, event: EventRecord) -> bool:
         """Create the Event, or bump the count of the existing one with the same name.
 

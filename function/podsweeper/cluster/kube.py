@@ -129,8 +129,15 @@ class KubeCluster:
         body = self._request(what, fn, *args, **kwargs)
         return None if body is None else json.loads(body or b"null")
 
-    def _request(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> bytes | None:
-        """One API call; returns the raw body. 404 -> None; 409 raises ApiException."""
+    def _request(
+        self,
+        what: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        conflicts: tuple[int, ...] = (409,),
+        **kwargs: Any,
+    ) -> bytes | None:
+        """One API call; returns the raw body. 404 -> None; `conflicts` raise ApiException."""
         for attempt in (1, 2):
             try:
                 if self.limiter is not None:
@@ -150,7 +157,7 @@ class KubeCluster:
                 ):
                     time.sleep(wait)
                     continue
-                if error.status == 409:
+                if error.status in conflicts:
                     raise
                 raise ApiUnavailable(
                     f"{what}: API answered {error.status} {error.reason}", retry_after=wait
@@ -250,6 +257,26 @@ class KubeCluster:
         except ApiException:  # only 409 gets here: a precondition failed
             return Result.CONFLICT
         return Result.GONE if found is None else Result.DELETED
+
+    def suspend_job(self, ref: JobRef) -> Result:
+        # The uid in a merge patch is a precondition: a job re-created under this name has
+        # another uid, and the API refuses to change it (409 or 422).
+        patch = {"metadata": {"uid": ref.uid}, "spec": {"runPolicy": {"suspend": True}}}
+        try:
+            found = self._request(
+                f"suspend {ref.kind.plural} {ref.namespace}/{ref.name}",
+                self.custom.patch_namespaced_custom_object,
+                kinds.GROUP,
+                ref.version,
+                ref.namespace,
+                ref.kind.plural,
+                ref.name,
+                patch,
+                conflicts=(409, 422),
+            )
+        except ApiException:
+            return Result.CONFLICT
+        return Result.GONE if found is None else Result.SUSPENDED
 
     def record_event(self, event: EventRecord) -> bool:
         ref, stamp = event.involved, event.time.isoformat().replace("+00:00", "Z")

@@ -7,6 +7,7 @@ deleted pod are recognised and ignored.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import count
@@ -129,6 +130,15 @@ class SimulatedCluster:
         self._drop_pod((namespace, name))
         self.deleted_by_podsweeper.add(uid)
         return Result.DELETED
+
+    def suspend_job(self, ref: JobRef) -> Result:
+        current = self.jobs.get(ref.key)
+        if current is None:
+            return Result.GONE
+        if current.uid != ref.uid:
+            return Result.CONFLICT
+        self.jobs[ref.key] = dataclasses.replace(current, suspended=True)
+        return Result.SUSPENDED
 
     def record_event(self, event: EventRecord) -> bool:
         existing = self.events.get(event.name)
