@@ -70,10 +70,18 @@ class Settings(BaseSettings):
     kube_api_burst: int = Field(600, ge=1, description="requests allowed at once above the sustained rate")
     event_timeout_seconds: float = Field(10.0, gt=0, le=300, description="time bound per event")
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest request body accepted")
+    gpu_resources: str = Field(
+        "nvidia.com/gpu,amd.com/gpu,gpu.intel.com/i915,gpu.intel.com/xe,habana.ai/gaudi",
+        description="comma list of the extended resources counted as GPUs in the metrics",
+    )
 
     @property
     def namespace_set(self) -> frozenset[str]:
         return _split(self.namespaces)
+
+    @property
+    def gpu_resource_names(self) -> frozenset[str]:
+        return _split(self.gpu_resources)
 
     @property
     def excluded_namespace_set(self) -> frozenset[str]:

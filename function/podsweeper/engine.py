@@ -198,12 +198,21 @@ def decide_pods(
             verdict = applies(pod, owner, ctx)
             if verdict is None:
                 continue
-            decisions.append(_pod_decision(rule, verdict, pod, owner))
+            decisions.append(_pod_decision(rule, verdict, pod, owner, ctx))
             break
     return decisions
 
 
-def _pod_decision(rule: Rule, verdict: Verdict, pod: Pod, owner: Job | None) -> Decision:
+def wasted_since(rule: Rule, pod: Pod, owner: Job | None) -> datetime | None:
+    """Since when the pod's GPUs are held for nothing, for the reclaimed GPU-seconds."""
+    if rule in (Rule.FINISHED_JOB_ACTIVE_POD, Rule.CLEAN_POD_POLICY_ALL) and owner is not None:
+        return owner.finished_at
+    if rule is Rule.CRASH_LOOP:
+        return pod.started  # an upper bound: when the first crash came is not recorded
+    return None  # an orphan: when its job vanished is not recorded anywhere we read
+
+
+def _pod_decision(rule: Rule, verdict: Verdict, pod: Pod, owner: Job | None, ctx: Context) -> Decision:
     action, reason = verdict.action, verdict.reason
     opted = _opt_out(pod, owner)
     if opted:
@@ -225,6 +234,8 @@ def _pod_decision(rule: Rule, verdict: Verdict, pod: Pod, owner: Job | None) -> 
         job_ref,
         evidence=tuple(c for c in pod.containers if c.has_evidence),
         resource_version=pod.resource_version,
+        gpus=pod.gpus(ctx.settings.gpu_resource_names),
+        wasted_since=wasted_since(rule, pod, owner),
     )
 
 

@@ -93,10 +93,17 @@ class Pod:
     containers: tuple[ContainerView, ...] = ()
     # The version decided on: a delete is refused (409) if the pod changed since.
     resource_version: str = ""
+    started: datetime | None = None  # status.startTime
+    # (name, amount) of each extended resource the pod holds, e.g. ("nvidia.com/gpu", 8).
+    extended_resources: tuple[tuple[str, int], ...] = ()
 
     @property
     def active(self) -> bool:
         return self.phase in ACTIVE_PHASES
+
+    def gpus(self, resource_names: frozenset[str]) -> int:
+        """GPUs the pod holds: its extended resources of the given (GPU) names."""
+        return sum(amount for name, amount in self.extended_resources if name in resource_names)
 
     def max_crash_loop_restarts(self) -> int:
         """Highest restart count among containers waiting in CrashLoopBackOff (0 if none)."""

@@ -93,13 +93,62 @@ class ContainerStatus(_Model):
 
 class PodStatus(_Model):
     phase: str | None = None
+    startTime: datetime | None = None
     containerStatuses: list[ContainerStatus] | None = None
+
+
+Quantity = str | int | float
+
+
+class Resources(_Model):
+    requests: dict[str, Quantity] | None = None
+    limits: dict[str, Quantity] | None = None
+
+    def extended(self) -> dict[str, int]:
+        """Extended resources (a domain-prefixed name, e.g. nvidia.com/gpu): whole units.
+
+        They are requested in whole units and requests equal limits; either may be given."""
+        amounts: dict[str, int] = {}
+        for given in (self.requests or {}, self.limits or {}):
+            for name, value in given.items():
+                if "/" in name:
+                    amounts[name] = max(amounts.get(name, 0), _whole(value))
+        return amounts
+
+
+def _whole(value: Quantity) -> int:
+    try:
+        return max(0, int(float(value)))
+    except ValueError:
+        return 0  # not a plain number: not an extended resource count
+
+
+class ContainerSpec(_Model):
+    resources: Resources | None = None
+
+
+class PodSpec(_Model):
+    containers: list[ContainerSpec] | None = None
+    initContainers: list[ContainerSpec] | None = None
+
+    def extended_resources(self) -> tuple[tuple[str, int], ...]:
+        """What the pod holds of each extended resource, as the scheduler counts it: the sum
+        over its containers, or the largest init container's if that is more."""
+        total: dict[str, int] = {}
+        for container in self.containers or ():
+            for name, amount in (container.resources or Resources()).extended().items():
+                total[name] = total.get(name, 0) + amount
+        for container in self.initContainers or ():
+            for name, amount in (container.resources or Resources()).extended().items():
+                total[name] = max(total.get(name, 0), amount)
+        return tuple(sorted((name, amount) for name, amount in total.items() if amount))
 
 
 class PodObject(_Model):
     apiVersion: str = "v1"
     kind: str = "Pod"
     metadata: ObjectMeta
+    spec: PodSpec | None = None
     status: PodStatus | None = None
 
 
@@ -275,6 +324,8 @@ def pod_from(obj: PodObject) -> Pod:
         foreign_controller=ownership.foreign_controller,
         containers=tuple(c.view() for c in status.containerStatuses or ()),
         resource_version=meta.resourceVersion,
+        started=status.startTime,
+        extended_resources=obj.spec.extended_resources() if obj.spec else (),
     )
 
 

@@ -26,6 +26,10 @@ from podsweeper.report import log_decision
 from podsweeper.triage import JobPass, PassReason, in_scope, triage_object
 
 JobKey = tuple[str, str, str]
+# Results after which a pod's GPUs are free (a suspended job's operator removes its pods).
+RECLAIMED = frozenset({Result.DELETED, Result.SUSPENDED})
+# Pod decisions whose pods hold GPUs for nothing (the leftover gauge).
+WASTING = frozenset({Action.DELETE, Action.WARN, Action.SUSPEND})
 
 
 @dataclass
@@ -87,7 +91,7 @@ class Pipeline:
             return outcome
         act = self._actor(outcome, cluster, now)
         if isinstance(work, SweepRequest):
-            outcome.note = self._sweep(cluster, now, deadline, act)
+            outcome.note = self._sweep(cluster, now, deadline, act, outcome)
         else:
             result = self._run_pass(work, cluster, now)
             outcome.note = result.note
@@ -100,10 +104,14 @@ class Pipeline:
         """Carries out one pass's decisions within a delete budget; returns the deletes made."""
 
         def report(item: Applied) -> None:
-            metrics.DECISIONS.labels(item.decision.rule.value, item.decision.action.value).inc()
-            if item.decision.action is Action.DELETE and item.result is not None:
-                metrics.DELETES.labels(item.result.value).inc()
-            log_decision(outcome.event_id, item.decision, item.result, self.settings.dry_run)
+            decision = item.decision
+            metrics.DECISIONS.labels(decision.rule.value, decision.action.value).inc()
+            if decision.action is Action.DELETE and item.result is not None:
+                metrics.DELETES.labels(decision.rule.value, item.result.value).inc()
+            reclaimed = decision.gpu_seconds(now) if item.result in RECLAIMED else 0.0
+            if reclaimed:
+                metrics.RECLAIMED_GPU_SECONDS.labels(decision.namespace, decision.rule.value).inc(reclaimed)
+            log_decision(outcome.event_id, decision, item.result, self.settings.dry_run, reclaimed)
             outcome.applied.append(item)
 
         def act(decisions: list[Decision], budget: int) -> int:
@@ -177,6 +185,7 @@ class Pipeline:
         now: datetime,
         deadline: float | None,
         act: Callable[[list[Decision], int], int],
+        outcome: Outcome,
     ) -> str:
         """Backstop: find jobs whose listed state needs action, then run a normal pass on each.
 
@@ -188,6 +197,7 @@ class Pipeline:
         continues after the last job it passed.
         """
         candidates: dict[JobKey, JobPass] = {}
+        leftover: dict[tuple[str, str], int] = defaultdict(int)  # (namespace, rule) -> GPUs
         scopes: list[str | None] = [*sorted(self.settings.namespace_set)] or [None]
         for namespace in scopes:
             jobs = {job.ref.key: job for job in cluster.list_jobs(namespace)}
@@ -195,17 +205,36 @@ class Pipeline:
                 if pod.job is None or in_scope(pod.namespace, self.settings) is not None:
                     continue
                 key = pod.job.key
-                legacy = not has_current_labels(pod.labels)
-                known = candidates.get(key)
-                if known is not None:
-                    if legacy and not known.all_label_sets:
-                        candidates[key] = JobPass(known.ref, PassReason.SWEEP, all_label_sets=True)
-                    continue
                 ref = JobRef(pod.job.kind, pod.namespace, pod.job.name)
                 listed = engine.decide_pods(ref, jobs.get(key), [pod], now, self.settings)
-                if any(d.action is not Action.SKIP for d in listed):
-                    # Pods labelled only the pre-v1.6 way: the pass must list both label sets.
+                for decision in listed:
+                    if decision.action in WASTING:
+                        leftover[(decision.namespace, decision.rule.value)] += decision.gpus
+                if not any(d.action is not Action.SKIP for d in listed):
+                    continue
+                # Pods labelled only the pre-v1.6 way: the pass must list both label sets.
+                legacy = not has_current_labels(pod.labels)
+                known = candidates.get(key)
+                if known is None or (legacy and not known.all_label_sets):
                     candidates[key] = JobPass(ref, PassReason.SWEEP, all_label_sets=legacy)
+        try:
+            return self._sweep_passes(candidates, cluster, now, deadline, act)
+        finally:
+            for item in outcome.applied:
+                if item.result in RECLAIMED and item.decision.action in WASTING:
+                    slot = (item.decision.namespace, item.decision.rule.value)
+                    leftover[slot] = max(0, leftover[slot] - item.decision.gpus)
+            metrics.publish_leftover({slot: gpus for slot, gpus in leftover.items() if gpus})
+
+    def _sweep_passes(
+        self,
+        candidates: dict[JobKey, JobPass],
+        cluster: Cluster,
+        now: datetime,
+        deadline: float | None,
+        act: Callable[[list[Decision], int], int],
+    ) -> str:
+        """Run the candidates' passes in job order, starting after where the last sweep stopped."""
         order = sorted(candidates)
         if self._resume_after is not None:
             order = [k for k in order if k > self._resume_after] + [
