@@ -1,9 +1,11 @@
-"""Carrying out decisions: deletes (capped, dry-run aware) and the Events that record them."""
+"""Carrying out decisions: deletes (bounded, concurrent, dry-run aware) and the Events that
+record them."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -11,7 +13,7 @@ from podsweeper.cluster.base import Cluster
 from podsweeper.config import Settings
 from podsweeper.decisions import Action, Decision, Result
 from podsweeper.errors import ApiUnavailable
-from podsweeper.report import cleanup_event, warning_event
+from podsweeper.report import cleanup_event, suspend_event, warning_event
 
 
 @dataclass(frozen=True)
@@ -26,40 +28,69 @@ def carry_out(
     settings: Settings,
     now: datetime,
     on_applied: Callable[[Applied], None],
+    budget: int,
+    executor: Executor | None = None,
 ) -> None:
-    """Act on decisions in order; each result is reported as soon as it is known.
+    """Act on decisions; each result is reported in the decisions' order.
 
-    Deletes beyond PODSWEEPER_MAX_DELETES_PER_EVENT are DEFERRED (the next event or sweep
-    decides them again from fresh state). Warnings are written even in dry-run: they
-    change nothing but an Event.
+    At most `budget` deletes are made; the rest are DEFERRED (the next event or sweep decides
+    them again from fresh state). With an executor the deletes run concurrently (its worker
+    count bounds how many are in flight). Warnings are written even in dry-run: they change
+    nothing but an Event. If the API fails, every delete already made is still reported and
+    recorded (best effort) before the failure goes on (503: the source retries the event).
     """
-    budget = settings.max_deletes_per_event
-    deleted_by_job: dict[tuple[str, str, str], list[Decision]] = defaultdict(list)
-    try:
-        for decision in decisions:
-            result: Result | None = None
+    pending: list[tuple[Decision, Result | None | Future[Result]]] = []
+    failure: ApiUnavailable | None = None
+    suspended: dict[tuple[str, str, str], Result] = {}  # one suspend per job, whatever its pods
+    for decision in decisions:
+        outcome: Result | None | Future[Result] = None
+        try:
             if decision.action is Action.DELETE:
                 if settings.dry_run:
-                    result = Result.DRY_RUN
+                    outcome = Result.DRY_RUN
                 elif budget <= 0:
-                    result = Result.DEFERRED
+                    outcome = Result.DEFERRED
                 else:
                     budget -= 1
-                    result = cluster.delete_pod(
-                        decision.namespace, decision.name, decision.uid, decision.resource_version
-                    )
-                    if result is Result.DELETED:
-                        deleted_by_job[decision.job.key].append(decision)
+                    outcome = _delete(cluster, decision, executor)
             elif decision.action is Action.WARN:
-                cluster.record_event(warning_event(decision, now))
-                result = Result.WARNED
-            on_applied(Applied(decision, result))
-    except ApiUnavailable:
+                written = cluster.record_event(warning_event(decision, now))
+                outcome = Result.WARNED if written else Result.ALREADY_WARNED
+            elif decision.action is Action.SUSPEND:
+                outcome = Result.DRY_RUN if settings.dry_run else suspended.get(decision.job.key)
+                if outcome is None:
+                    outcome = suspended[decision.job.key] = cluster.suspend_job(decision.job)
+                    if outcome is Result.SUSPENDED:
+                        cluster.record_event(suspend_event(decision, now))
+        except ApiUnavailable as error:
+            failure = error
+            break
+        pending.append((decision, outcome))
+    deleted_by_job: dict[tuple[str, str, str], list[Decision]] = defaultdict(list)
+    for decision, outcome in pending:
+        if isinstance(outcome, Future):
+            try:
+                outcome = outcome.result()
+            except ApiUnavailable as error:
+                failure = failure or error
+                continue  # the others still finish: their deletes must be reported
+        if outcome is Result.DELETED:
+            deleted_by_job[decision.job.key].append(decision)
+        on_applied(Applied(decision, outcome))
+    if failure is not None:
         # The retry will not see the pods deleted so far: keep their evidence now if the
-        # API lets us, then let the original failure through (503, the source retries).
+        # API lets us, then let the original failure through.
         _record_cleanups(deleted_by_job, cluster, now, best_effort=True)
-        raise
+        raise failure
     _record_cleanups(deleted_by_job, cluster, now)
+
+
+def _delete(cluster: Cluster, decision: Decision, executor: Executor | None) -> Result | Future[Result]:
+    """The delete itself (preconditions uid + resourceVersion), now or in the executor."""
+    args = (decision.namespace, decision.name, decision.uid, decision.resource_version)
+    if executor is None:
+        return cluster.delete_pod(*args)
+    return executor.submit(cluster.delete_pod, *args)
 
 
 def _record_cleanups(

@@ -68,7 +68,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from podsweeper.cluster.kube import KubeCluster, load_api_client
+    from podsweeper.cluster.kube import connect
     from podsweeper.intake import parse_event
     from podsweeper.pipeline import Pipeline
     from podsweeper.report import setup_logging
@@ -80,7 +80,7 @@ def _sweep(args: argparse.Namespace) -> int:
         overrides["namespaces"] = ",".join(args.namespace)
     settings = load_settings(**overrides)
     setup_logging(sys.stdout)
-    pipeline = Pipeline(KubeCluster(load_api_client(args.kubeconfig)), settings)
+    pipeline = Pipeline(connect(settings, args.kubeconfig), settings)
     attributes = {
         "id": f"cli-sweep-{int(time.time())}",
         "source": "podsweeper-cli",

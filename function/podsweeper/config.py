@@ -26,7 +26,8 @@ class CrashLoopAction(StrEnum):
     """What rule crash-loop does (PODSWEEPER_CRASHLOOP_ACTION)."""
 
     WARN = "warn"
-    DELETE = "delete"
+    SUSPEND = "suspend"  # spec.runPolicy.suspend: the operator removes the pods, the job stays
+    DELETE = "delete"  # futile against an operator: it recreates the pod at once
 
 
 @lru_cache(maxsize=64)  # settings are frozen: each list is split once, not on every check
@@ -54,15 +55,33 @@ class Settings(BaseSettings):
     dry_run: bool = Field(False, description="decide and report, delete nothing")
     sweep_active_pods: bool = Field(True, description="rule finished-job-active-pod on/off")
     orphan_grace_seconds: int = Field(30, ge=0, description="minimum pod age for rule orphan")
+    operator_grace_seconds: int = Field(
+        30,
+        ge=0,
+        description="how long a finished job's operator has to delete the pods its cleanPodPolicy names",
+    )
     crashloop_restarts: int = Field(5, ge=1, description="restartCount that makes a crash loop")
     crashloop_action: CrashLoopAction = Field(CrashLoopAction.WARN, description="rule crash-loop action")
-    max_deletes_per_event: int = Field(100, ge=1, description="deletes per event; the rest later")
+    max_deletes_per_event: int = Field(
+        100, ge=1, description="deletes per event where no job declares a size (orphans, a sweep's total)"
+    )
+    delete_concurrency: int = Field(16, ge=1, le=256, description="deletes of one pass in flight at once")
+    kube_api_qps: float = Field(100.0, gt=0, description="client-side rate limit on API requests, per second")
+    kube_api_burst: int = Field(600, ge=1, description="requests allowed at once above the sustained rate")
     event_timeout_seconds: float = Field(10.0, gt=0, le=300, description="time bound per event")
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest request body accepted")
+    gpu_resources: str = Field(
+        "nvidia.com/gpu,amd.com/gpu,gpu.intel.com/i915,gpu.intel.com/xe,habana.ai/gaudi",
+        description="comma list of the extended resources counted as GPUs in the metrics",
+    )
 
     @property
     def namespace_set(self) -> frozenset[str]:
         return _split(self.namespaces)
+
+    @property
+    def gpu_resource_names(self) -> frozenset[str]:
+        return _split(self.gpu_resources)
 
     @property
     def excluded_namespace_set(self) -> frozenset[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 
 from podsweeper.model import ContainerView, JobRef
@@ -19,6 +20,7 @@ class Rule(StrEnum):
 class Action(StrEnum):
     DELETE = "delete"
     WARN = "warn"
+    SUSPEND = "suspend"  # the pod's job: spec.runPolicy.suspend = true
     SKIP = "skip"
 
 
@@ -30,7 +32,9 @@ class Result(StrEnum):
     CONFLICT = "conflict"  # 409: a precondition failed (a new pod has this name, or it changed)
     DRY_RUN = "dry-run"
     DEFERRED = "deferred"  # over PODSWEEPER_MAX_DELETES_PER_EVENT: the next event or sweep
-    WARNED = "warned"  # a Warning Event was written
+    WARNED = "warned"  # a Warning Event was written (or its count bumped)
+    ALREADY_WARNED = "already-warned"  # nothing new since the last warning: not written again
+    SUSPENDED = "suspended"  # the job was suspended (by this decision or another of the pass)
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,16 @@ class Decision:
     job: JobRef
     evidence: tuple[ContainerView, ...] = ()
     resource_version: str = ""  # of the pod as decided on; the delete's precondition
+    gpus: int = 0  # GPUs the pod holds (PODSWEEPER_GPU_RESOURCES)
+    # Since when those GPUs are wasted: the job finished, or the crash loop began (the pod
+    # started); None when unknown (an orphan's job vanished at a time nothing records).
+    wasted_since: datetime | None = None
+
+    def gpu_seconds(self, now: datetime) -> float:
+        """GPU-seconds held from `wasted_since` to `now` (0 when that start is unknown)."""
+        if not self.gpus or self.wasted_since is None:
+            return 0.0
+        return self.gpus * max(0.0, (now - self.wasted_since).total_seconds())
 
     def as_dict(self) -> dict[str, str]:
         return {

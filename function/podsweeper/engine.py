@@ -13,7 +13,7 @@ from datetime import datetime
 
 from podsweeper.config import CrashLoopAction, Settings
 from podsweeper.decisions import Action, Decision, Rule
-from podsweeper.model import TERMINATED_PHASES, Job, JobRef, Pod
+from podsweeper.model import TERMINATED_PHASES, CleanPodPolicy, Job, JobRef, Pod
 
 # restartPolicy values under which a failed replica is restarted in place.
 RESTARTING_POLICIES = frozenset({"OnFailure", "Always", "ExitCode"})
@@ -54,9 +54,61 @@ def orphan(pod: Pod, job: Job | None, ctx: Context) -> Verdict | None:
     )
 
 
+def operator_deletes(pod: Pod, job: Job) -> bool:
+    """Whether the job's operator deletes this pod itself now that the job has finished."""
+    policy = job.clean_pod_policy
+    return policy is CleanPodPolicy.ALL or (policy is CleanPodPolicy.RUNNING and pod.active)
+
+
+def operator_grace_left(pod: Pod, job: Job, now: datetime, settings: Settings) -> float | None:
+    """Seconds the operator still has to delete this pod itself; None when it is not waited for.
+
+    Deleting such a pod at once races the operator (measured with training-operator v1.9.4: it
+    deletes a pod's headless Service only after the pod, and gives up on the Service when the
+    pod is already gone). A job whose finishing time is not recorded cannot be waited for.
+    """
+    if not job.finished or job.finished_at is None or not operator_deletes(pod, job):
+        return None
+    left = settings.operator_grace_seconds - (now - job.finished_at).total_seconds()
+    return left if left > 0 else None
+
+
+# Pods a finished job may have beyond what it declares: leftovers of restarts and re-creations.
+STRAGGLER_MARGIN = 0.1
+MIN_STRAGGLERS = 2
+
+
+def delete_bound(job: Job | None, settings: Settings) -> int:
+    """How many pods one pass may delete.
+
+    A job that still exists says how many pods it runs: its own event may clean all of them,
+    plus a margin for stragglers (a 1,024-worker job is cleaned at once). What has no declared
+    size (the orphans of a gone job) gets the fixed PODSWEEPER_MAX_DELETES_PER_EVENT.
+    """
+    if job is None:
+        return settings.max_deletes_per_event
+    declared = job.declared_replicas
+    return declared + max(MIN_STRAGGLERS, int(declared * STRAGGLER_MARGIN))
+
+
+def left_to_operator(job: Job | None, pods: Iterable[Pod], now: datetime, settings: Settings) -> str | None:
+    """Says which pods are left to the operator's own cleanup for now, if any (for the log)."""
+    if job is None:
+        return None
+    waits = [left for pod in pods if (left := operator_grace_left(pod, job, now, settings)) is not None]
+    if not waits:
+        return None
+    return (
+        f"cleanPodPolicy {job.clean_pod_policy.value}: the operator has {max(waits):.0f}s left to delete "
+        f"{len(waits)} pod(s) itself (PODSWEEPER_OPERATOR_GRACE_SECONDS); podsweeper is the backstop after that"
+    )
+
+
 def finished_job_active_pod(pod: Pod, job: Job | None, ctx: Context) -> Verdict | None:
     if job is None or not job.finished or not pod.active or not ctx.settings.sweep_active_pods:
         return None
+    if operator_grace_left(pod, job, ctx.now, ctx.settings) is not None:
+        return None  # the operator's own cleanup comes first
     looping = pod.max_crash_loop_restarts()
     detail = f", crash-looping with {looping} restarts" if looping else ""
     return Verdict(
@@ -66,10 +118,12 @@ def finished_job_active_pod(pod: Pod, job: Job | None, ctx: Context) -> Verdict 
 
 
 def clean_pod_policy_all(pod: Pod, job: Job | None, ctx: Context) -> Verdict | None:
-    if job is None or not job.finished or job.clean_pod_policy != "All":
+    if job is None or not job.finished or job.clean_pod_policy is not CleanPodPolicy.ALL:
         return None
     if pod.phase not in TERMINATED_PHASES:
         return None
+    if operator_grace_left(pod, job, ctx.now, ctx.settings) is not None:
+        return None  # the operator's own cleanup comes first
     return Verdict(Action.DELETE, f"job {job.finished} with cleanPodPolicy All; pod {pod.phase}")
 
 
@@ -79,12 +133,16 @@ def crash_loop(pod: Pod, job: Job | None, ctx: Context) -> Verdict | None:
     restarts = pod.max_crash_loop_restarts()
     if restarts < ctx.settings.crashloop_restarts:
         return None
-    action = Action.DELETE if ctx.settings.crashloop_action is CrashLoopAction.DELETE else Action.WARN
-    return Verdict(
-        action,
+    reason = (
         f"CrashLoopBackOff with {restarts} restarts and the job has neither "
-        "backoffLimit nor activeDeadlineSeconds: it would restart forever",
+        "backoffLimit nor activeDeadlineSeconds: it would restart forever"
     )
+    chosen = ctx.settings.crashloop_action
+    if chosen is CrashLoopAction.SUSPEND:
+        if job.suspend_blocked:
+            return Verdict(Action.WARN, f"{reason}; not suspended: {job.suspend_blocked}")
+        return Verdict(Action.SUSPEND, f"{reason}; suspending the job stops it for good")
+    return Verdict(Action.DELETE if chosen is CrashLoopAction.DELETE else Action.WARN, reason)
 
 
 POD_RULES: tuple[tuple[Rule, PodRuleFn], ...] = (
@@ -140,12 +198,21 @@ def decide_pods(
             verdict = applies(pod, owner, ctx)
             if verdict is None:
                 continue
-            decisions.append(_pod_decision(rule, verdict, pod, owner))
+            decisions.append(_pod_decision(rule, verdict, pod, owner, ctx))
             break
     return decisions
 
 
-def _pod_decision(rule: Rule, verdict: Verdict, pod: Pod, owner: Job | None) -> Decision:
+def wasted_since(rule: Rule, pod: Pod, owner: Job | None) -> datetime | None:
+    """Since when the pod's GPUs are held for nothing, for the reclaimed GPU-seconds."""
+    if rule in (Rule.FINISHED_JOB_ACTIVE_POD, Rule.CLEAN_POD_POLICY_ALL) and owner is not None:
+        return owner.finished_at
+    if rule is Rule.CRASH_LOOP:
+        return pod.started  # an upper bound: when the first crash came is not recorded
+    return None  # an orphan: when its job vanished is not recorded anywhere we read
+
+
+def _pod_decision(rule: Rule, verdict: Verdict, pod: Pod, owner: Job | None, ctx: Context) -> Decision:
     action, reason = verdict.action, verdict.reason
     opted = _opt_out(pod, owner)
     if opted:
@@ -167,6 +234,8 @@ def _pod_decision(rule: Rule, verdict: Verdict, pod: Pod, owner: Job | None) -> 
         job_ref,
         evidence=tuple(c for c in pod.containers if c.has_evidence),
         resource_version=pod.resource_version,
+        gpus=pod.gpus(ctx.settings.gpu_resource_names),
+        wasted_since=wasted_since(rule, pod, owner),
     )
 
 

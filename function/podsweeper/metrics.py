@@ -1,12 +1,33 @@
 """Prometheus metrics, served on /metrics of the function's own server."""
 
-from prometheus_client import Counter, Histogram
+from collections.abc import Mapping
+
+from prometheus_client import Counter, Gauge, Histogram
 
 EVENTS = Counter("podsweeper_events_total", "CloudEvents received", ["type", "outcome"])
 DECISIONS = Counter("podsweeper_decisions_total", "Decisions made", ["rule", "action"])
-DELETES = Counter("podsweeper_deletes_total", "Pod deletes by result", ["result"])
+DELETES = Counter("podsweeper_deletes_total", "Pod deletes by rule and result", ["rule", "result"])
 HANDLING = Histogram(
     "podsweeper_event_handling_seconds",
     "Time to handle one event",
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
+RECLAIMED_GPU_SECONDS = Counter(
+    "podsweeper_reclaimed_gpu_seconds_total",
+    "GPU-seconds held by each pod podsweeper deleted (or whose job it suspended), from its job "
+    "finishing (or its crash loop starting) to the delete",
+    ["namespace", "rule"],
+)
+LEFTOVER_GPUS = Gauge(
+    "podsweeper_leftover_gpus",
+    "GPUs requested now by pods the rules name (delete, warn or suspend), as the last sweep found "
+    "them less what it removed; in dry-run, what podsweeper would reclaim",
+    ["namespace", "rule"],
+)
+
+
+def publish_leftover(gpus: Mapping[tuple[str, str], int]) -> None:
+    """Replace the leftover gauge with a sweep's count (label sets no longer named go away)."""
+    LEFTOVER_GPUS.clear()
+    for (namespace, rule), amount in gpus.items():
+        LEFTOVER_GPUS.labels(namespace, rule).set(amount)

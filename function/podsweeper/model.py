@@ -14,6 +14,15 @@ from podsweeper.kinds import TrainingKind
 
 SKIP_ANNOTATION = "podsweeper.dev/skip"
 
+
+class CleanPodPolicy(StrEnum):
+    """What the operator itself deletes when a job finishes (spec.runPolicy.cleanPodPolicy)."""
+
+    NONE = "None"  # nothing
+    RUNNING = "Running"  # its Pending and Running pods
+    ALL = "All"  # every pod
+
+
 # Phases in which a pod still holds its node's resources.
 ACTIVE_PHASES = frozenset({"Pending", "Running"})
 TERMINATED_PHASES = frozenset({"Succeeded", "Failed", "Unknown"})
@@ -84,10 +93,17 @@ class Pod:
     containers: tuple[ContainerView, ...] = ()
     # The version decided on: a delete is refused (409) if the pod changed since.
     resource_version: str = ""
+    started: datetime | None = None  # status.startTime
+    # (name, amount) of each extended resource the pod holds, e.g. ("nvidia.com/gpu", 8).
+    extended_resources: tuple[tuple[str, int], ...] = ()
 
     @property
     def active(self) -> bool:
         return self.phase in ACTIVE_PHASES
+
+    def gpus(self, resource_names: frozenset[str]) -> int:
+        """GPUs the pod holds: its extended resources of the given (GPU) names."""
+        return sum(amount for name, amount in self.extended_resources if name in resource_names)
 
     def max_crash_loop_restarts(self) -> int:
         """Highest restart count among containers waiting in CrashLoopBackOff (0 if none)."""
@@ -103,12 +119,17 @@ class Job:
     api_version: str
     opted_out: bool = False
     finished: str | None = None  # "Succeeded" / "Failed" when finished
+    finished_at: datetime | None = None  # the finishing condition's lastTransitionTime
     suspended: bool = False
-    clean_pod_policy: str = "None"
+    clean_pod_policy: CleanPodPolicy = CleanPodPolicy.NONE
     backoff_limit: int | None = None
     active_deadline_seconds: int | None = None
     # replica type -> restartPolicy (defaults applied)
     restart_policies: tuple[tuple[str, str], ...] = ()
+    # Sum of the replica specs' `replicas`: how many pods the job itself says it runs.
+    declared_replicas: int = 0
+    # Why podsweeper must not suspend this job (another controller drives its suspend), if so.
+    suspend_blocked: str | None = None
 
     @property
     def ref(self) -> JobRef:
@@ -130,3 +151,6 @@ class EventRecord:
     reason: str
     message: str
     time: datetime
+    # A mark that must grow for a repeat to be written (a crash loop's restart count): the
+    # count of a warning then follows crashes, not how often podsweeper looked.
+    progress: int | None = None

@@ -23,10 +23,10 @@ from pydantic import (
 
 from podsweeper import kinds
 from podsweeper.errors import BadEvent
-from podsweeper.model import SKIP_ANNOTATION, ContainerView, Job, Pod
+from podsweeper.model import SKIP_ANNOTATION, CleanPodPolicy, ContainerView, Job, Pod
 from podsweeper.ownership import Owner, pod_ownership
 
-CLEAN_POD_POLICIES = frozenset({"None", "Running", "All"})
+POLICIES = frozenset(p.value for p in CleanPodPolicy)
 
 
 class _Model(BaseModel):
@@ -93,19 +93,70 @@ class ContainerStatus(_Model):
 
 class PodStatus(_Model):
     phase: str | None = None
+    startTime: datetime | None = None
     containerStatuses: list[ContainerStatus] | None = None
+
+
+Quantity = str | int | float
+
+
+class Resources(_Model):
+    requests: dict[str, Quantity] | None = None
+    limits: dict[str, Quantity] | None = None
+
+    def extended(self) -> dict[str, int]:
+        """Extended resources (a domain-prefixed name, e.g. nvidia.com/gpu): whole units.
+
+        They are requested in whole units and requests equal limits; either may be given."""
+        amounts: dict[str, int] = {}
+        for given in (self.requests or {}, self.limits or {}):
+            for name, value in given.items():
+                if "/" in name:
+                    amounts[name] = max(amounts.get(name, 0), _whole(value))
+        return amounts
+
+
+def _whole(value: Quantity) -> int:
+    try:
+        return max(0, int(float(value)))
+    except ValueError:
+        return 0  # not a plain number: not an extended resource count
+
+
+class ContainerSpec(_Model):
+    resources: Resources | None = None
+
+
+class PodSpec(_Model):
+    containers: list[ContainerSpec] | None = None
+    initContainers: list[ContainerSpec] | None = None
+
+    def extended_resources(self) -> tuple[tuple[str, int], ...]:
+        """What the pod holds of each extended resource, as the scheduler counts it: the sum
+        over its containers, or the largest init container's if that is more."""
+        total: dict[str, int] = {}
+        for container in self.containers or ():
+            for name, amount in (container.resources or Resources()).extended().items():
+                total[name] = total.get(name, 0) + amount
+        for container in self.initContainers or ():
+            for name, amount in (container.resources or Resources()).extended().items():
+                total[name] = max(total.get(name, 0), amount)
+        return tuple(sorted((name, amount) for name, amount in total.items() if amount))
 
 
 class PodObject(_Model):
     apiVersion: str = "v1"
     kind: str = "Pod"
     metadata: ObjectMeta
+    spec: PodSpec | None = None
     status: PodStatus | None = None
 
 
 class Condition(_Model):
     type: str
     status: str
+    lastTransitionTime: datetime | None = None
+    lastUpdateTime: datetime | None = None
 
 
 class JobStatus(_Model):
@@ -116,9 +167,24 @@ class RunPolicy(_Model):
     cleanPodPolicy: str | None = None
     backoffLimit: int | None = None
     activeDeadlineSeconds: int | None = None
+    managedBy: str | None = None
+
+
+# Kueue admits a job by driving its suspend field; a queued job is Kueue's to suspend.
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+TRAINING_OPERATOR = "kubeflow.org/training-operator"
+
+
+def _suspend_blocked(labels: dict[str, str], run_policy: RunPolicy) -> str | None:
+    if KUEUE_QUEUE_LABEL in labels:
+        return f"Kueue manages it (label {KUEUE_QUEUE_LABEL}) and drives spec.runPolicy.suspend itself"
+    if run_policy.managedBy not in (None, "", TRAINING_OPERATOR):
+        return f"runPolicy.managedBy is {run_policy.managedBy!r}, not the training operator"
+    return None
 
 
 class ReplicaSpec(_Model):
+    replicas: int | None = Field(default=None, ge=0)
     restartPolicy: str | None = None
 
 
@@ -258,13 +324,20 @@ def pod_from(obj: PodObject) -> Pod:
         foreign_controller=ownership.foreign_controller,
         containers=tuple(c.view() for c in status.containerStatuses or ()),
         resource_version=meta.resourceVersion,
+        started=status.startTime,
+        extended_resources=obj.spec.extended_resources() if obj.spec else (),
     )
 
 
-def _finished(status: JobStatus | None) -> tuple[str | None, bool]:
-    true_types = {c.type for c in (status.conditions or ()) if c.status == "True"} if status else set()
-    finished = "Failed" if "Failed" in true_types else "Succeeded" if "Succeeded" in true_types else None
-    return finished, "Suspended" in true_types
+def _finished(status: JobStatus | None) -> tuple[str | None, datetime | None, bool]:
+    """Failed or Succeeded (and since when), and whether the job is suspended."""
+    true = {c.type: c for c in (status.conditions or ()) if c.status == "True"} if status else {}
+    finished = "Failed" if "Failed" in true else "Succeeded" if "Succeeded" in true else None
+    since = None
+    if finished is not None:
+        condition = true[finished]
+        since = condition.lastTransitionTime or condition.lastUpdateTime
+    return finished, since, "Suspended" in true
 
 
 def job_from(obj: JobObject) -> Job:
@@ -281,15 +354,14 @@ def job_from(obj: JobObject) -> Job:
     replicas = spec.get(kind.replica_specs_key) or {}
     if not isinstance(replicas, dict):
         raise BadEvent(f"spec.{kind.replica_specs_key} is not an object")
-    restart = tuple(
-        (
-            str(rtype),
-            _validate_part(ReplicaSpec, rspec or {}, f"spec.{kind.replica_specs_key}.{rtype}").restartPolicy
-            or kind.default_restart_policy,
-        )
+    specs = {
+        str(rtype): _validate_part(ReplicaSpec, rspec or {}, f"spec.{kind.replica_specs_key}.{rtype}")
         for rtype, rspec in replicas.items()
-    )
-    finished, suspended = _finished(obj.status)
+    }
+    restart = tuple((rtype, s.restartPolicy or kind.default_restart_policy) for rtype, s in specs.items())
+    # The operators default an unset replica count to 1.
+    declared = sum(1 if s.replicas is None else s.replicas for s in specs.values())
+    finished, finished_at, suspended = _finished(obj.status)
     return Job(
         kind=kind,
         namespace=obj.metadata.namespace,
@@ -298,12 +370,15 @@ def job_from(obj: JobObject) -> Job:
         api_version=obj.apiVersion,
         opted_out=obj.metadata.opted_out(),
         finished=finished,
+        finished_at=finished_at,
         suspended=suspended,
         # An unknown policy is treated as None: keeping pods is the safe reading.
-        clean_pod_policy=policy if policy in CLEAN_POD_POLICIES else "None",
+        clean_pod_policy=CleanPodPolicy(policy) if policy in POLICIES else CleanPodPolicy.NONE,
         backoff_limit=run_policy.backoffLimit,
         active_deadline_seconds=run_policy.activeDeadlineSeconds,
         restart_policies=restart,
+        declared_replicas=declared,
+        suspend_blocked=_suspend_blocked(obj.metadata.labels or {}, run_policy),
     )
 
 

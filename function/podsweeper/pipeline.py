@@ -5,8 +5,11 @@ Shared by the live function, the CLI sweep and the replay; only the Cluster diff
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -15,12 +18,18 @@ from podsweeper import engine, metrics
 from podsweeper.actions import Applied, carry_out
 from podsweeper.cluster.base import Cluster, JobUnknown
 from podsweeper.config import Settings
-from podsweeper.decisions import Action, Decision
+from podsweeper.decisions import Action, Decision, Result
 from podsweeper.intake import Ignored, Intake, ObjectChange, ReferenceChange, SweepRequest, Trigger
-from podsweeper.model import JobRef, Pod, Verb
+from podsweeper.model import JobRef, Verb
 from podsweeper.ownership import has_current_labels
 from podsweeper.report import log_decision
 from podsweeper.triage import JobPass, PassReason, in_scope, triage_object
+
+JobKey = tuple[str, str, str]
+# Results after which a pod's GPUs are free (a suspended job's operator removes its pods).
+RECLAIMED = frozenset({Result.DELETED, Result.SUSPENDED})
+# Pod decisions whose pods hold GPUs for nothing (the leftover gauge).
+WASTING = frozenset({Action.DELETE, Action.WARN, Action.SUSPEND})
 
 
 @dataclass
@@ -36,6 +45,11 @@ class Outcome:
         return self.note is not None and not self.applied
 
     @property
+    def deferred(self) -> int:
+        """Deletes left for later by the bound: the source should come back soon."""
+        return sum(1 for item in self.applied if item.result is Result.DEFERRED)
+
+    @property
     def summary(self) -> dict[str, Any]:
         counts: dict[str, int] = defaultdict(int)
         for item in self.applied:
@@ -48,10 +62,24 @@ class Outcome:
         }
 
 
+@dataclass(frozen=True)
+class PassResult:
+    decisions: list[Decision]
+    note: str | None
+    bound: int  # how many of the decisions' deletes this pass may make
+
+
 @dataclass
 class Pipeline:
     cluster: Cluster
     settings: Settings
+    # Deletes of one pass run concurrently (PODSWEEPER_DELETE_CONCURRENCY); the replay keeps
+    # them in order on its single-threaded simulated cluster.
+    concurrent_deletes: bool = True
+    # Where the last sweep stopped: the next one starts after it, so no namespace starves.
+    _resume_after: JobKey | None = field(default=None, init=False, repr=False)
+    _executor: Executor | None = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def handle(self, intake: Intake, now: datetime, deadline: float | None = None) -> Outcome:
         """Handle one parsed event. Raises ApiUnavailable when the API fails (-> 503)."""
@@ -61,20 +89,47 @@ class Pipeline:
         if isinstance(work, Ignored):
             outcome.note = work.reason
             return outcome
+        act = self._actor(outcome, cluster, now)
         if isinstance(work, SweepRequest):
-            decisions, outcome.note = self._sweep(cluster, now, deadline)
+            outcome.note = self._sweep(cluster, now, deadline, act, outcome)
         else:
-            decisions, outcome.note = self._run_pass(work, cluster, now)
+            result = self._run_pass(work, cluster, now)
+            outcome.note = result.note
+            act(result.decisions, result.bound)
+        return outcome
+
+    def _actor(
+        self, outcome: Outcome, cluster: Cluster, now: datetime
+    ) -> Callable[[list[Decision], int], int]:
+        """Carries out one pass's decisions within a delete budget; returns the deletes made."""
 
         def report(item: Applied) -> None:
-            metrics.DECISIONS.labels(item.decision.rule.value, item.decision.action.value).inc()
-            if item.decision.action is Action.DELETE and item.result is not None:
-                metrics.DELETES.labels(item.result.value).inc()
-            log_decision(outcome.event_id, item.decision, item.result, self.settings.dry_run)
+            decision = item.decision
+            metrics.DECISIONS.labels(decision.rule.value, decision.action.value).inc()
+            if decision.action is Action.DELETE and item.result is not None:
+                metrics.DELETES.labels(decision.rule.value, item.result.value).inc()
+            reclaimed = decision.gpu_seconds(now) if item.result in RECLAIMED else 0.0
+            if reclaimed:
+                metrics.RECLAIMED_GPU_SECONDS.labels(decision.namespace, decision.rule.value).inc(reclaimed)
+            log_decision(outcome.event_id, decision, item.result, self.settings.dry_run, reclaimed)
             outcome.applied.append(item)
 
-        carry_out(decisions, cluster, self.settings, now, report)
-        return outcome
+        def act(decisions: list[Decision], budget: int) -> int:
+            before = len(outcome.applied)
+            carry_out(decisions, cluster, self.settings, now, report, budget, self._deleter())
+            return sum(1 for item in outcome.applied[before:] if item.result is Result.DELETED)
+
+        return act
+
+    def _deleter(self) -> Executor | None:
+        if not self.concurrent_deletes or self.settings.delete_concurrency == 1:
+            return None
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    self.settings.delete_concurrency, thread_name_prefix="podsweeper-delete"
+                )
+            return self._executor
 
     # -- what to do ----------------------------------------------------------------
     def _work_for(self, trigger: Trigger, cluster: Cluster) -> JobPass | SweepRequest | Ignored:
@@ -103,51 +158,102 @@ class Pipeline:
         return triage_object(ObjectChange(ref.verb, pod), self.settings)
 
     # -- deciding on fresh state -----------------------------------------------------
-    def _run_pass(self, work: JobPass, cluster: Cluster, now: datetime) -> tuple[list[Decision], str | None]:
+    def _run_pass(self, work: JobPass, cluster: Cluster, now: datetime) -> PassResult:
         """Re-read the job (and, when a rule may apply, its pods) and decide on that."""
         try:
             job = cluster.get_job(work.ref)
         except JobUnknown as unknown:
-            return [], f"job unknown, not gone: {unknown}"
+            return PassResult([], f"job unknown, not gone: {unknown}", 0)
         decisions: list[Decision] = []
         if job is not None and work.check_backoff:
             decisions += engine.decide_new_job(job, self.settings)
         replaced = job is not None and work.ref.uid is not None and job.uid != work.ref.uid
+        owner = None if replaced else job  # a same-named new job does not own the old pods
+        note = None
         if job is None or job.finished or replaced or work.reason.lists_pods:
             pods = cluster.list_job_pods(work.ref, all_label_sets=work.all_label_sets)
             decisions += engine.decide_pods(work.ref, job, pods, now, self.settings)
-        return decisions, None if decisions else "the fresh state names no pod for any rule"
+            note = engine.left_to_operator(owner, pods, now, self.settings)
+        bound = engine.delete_bound(owner, self.settings)
+        if not decisions:
+            note = note or "the fresh state names no pod for any rule"
+        return PassResult(decisions, note, bound)
 
     def _sweep(
-        self, cluster: Cluster, now: datetime, deadline: float | None
-    ) -> tuple[list[Decision], str | None]:
+        self,
+        cluster: Cluster,
+        now: datetime,
+        deadline: float | None,
+        act: Callable[[list[Decision], int], int],
+        outcome: Outcome,
+    ) -> str:
         """Backstop: find jobs whose listed state needs action, then run a normal pass on each.
 
-        Pods are listed before jobs, so a job created in between can never make its pods
-        look orphaned; every candidate is re-read by its pass before anything is decided.
+        Each scope's jobs are listed into an index, then its pods are streamed page by page,
+        each page decided and dropped: memory holds the jobs and the candidates, never all
+        pods. A job created after its index was read makes its pods look orphaned here, but
+        every candidate is re-read by its pass before anything is decided. The sweep stops at
+        its time bound or its delete cap (PODSWEEPER_MAX_DELETES_PER_EVENT) and the next one
+        continues after the last job it passed.
         """
-        decisions: list[Decision] = []
-        scopes: list[str | None] = list(sorted(self.settings.namespace_set)) or [None]
-        candidates: list[JobPass] = []
+        candidates: dict[JobKey, JobPass] = {}
+        leftover: dict[tuple[str, str], int] = defaultdict(int)  # (namespace, rule) -> GPUs
+        scopes: list[str | None] = [*sorted(self.settings.namespace_set)] or [None]
         for namespace in scopes:
-            groups: dict[tuple[str, str, str], list[Pod]] = defaultdict(list)
-            for pod in cluster.list_training_pods(namespace):
-                if pod.job is not None and in_scope(pod.namespace, self.settings) is None:
-                    groups[pod.job.key].append(pod)
-            if not groups:
-                continue
             jobs = {job.ref.key: job for job in cluster.list_jobs(namespace)}
-            for key, pods in groups.items():
-                owner = pods[0].job
-                assert owner is not None
-                ref = JobRef(owner.kind, pods[0].namespace, owner.name)
-                listed = engine.decide_pods(ref, jobs.get(key), pods, now, self.settings)
-                if any(d.action is not Action.SKIP for d in listed):
-                    # Pods labelled only the pre-v1.6 way: the pass must list both label sets.
-                    legacy = not all(has_current_labels(pod.labels) for pod in pods)
-                    candidates.append(JobPass(ref, PassReason.SWEEP, all_label_sets=legacy))
-        for index, work in enumerate(candidates):
+            for pod in cluster.list_training_pods(namespace):
+                if pod.job is None or in_scope(pod.namespace, self.settings) is not None:
+                    continue
+                key = pod.job.key
+                ref = JobRef(pod.job.kind, pod.namespace, pod.job.name)
+                listed = engine.decide_pods(ref, jobs.get(key), [pod], now, self.settings)
+                for decision in listed:
+                    if decision.action in WASTING:
+                        leftover[(decision.namespace, decision.rule.value)] += decision.gpus
+                if not any(d.action is not Action.SKIP for d in listed):
+                    continue
+                # Pods labelled only the pre-v1.6 way: the pass must list both label sets.
+                legacy = not has_current_labels(pod.labels)
+                known = candidates.get(key)
+                if known is None or (legacy and not known.all_label_sets):
+                    candidates[key] = JobPass(ref, PassReason.SWEEP, all_label_sets=legacy)
+        try:
+            return self._sweep_passes(candidates, cluster, now, deadline, act)
+        finally:
+            for item in outcome.applied:
+                if item.result in RECLAIMED and item.decision.action in WASTING:
+                    slot = (item.decision.namespace, item.decision.rule.value)
+                    leftover[slot] = max(0, leftover[slot] - item.decision.gpus)
+            metrics.publish_leftover({slot: gpus for slot, gpus in leftover.items() if gpus})
+
+    def _sweep_passes(
+        self,
+        candidates: dict[JobKey, JobPass],
+        cluster: Cluster,
+        now: datetime,
+        deadline: float | None,
+        act: Callable[[list[Decision], int], int],
+    ) -> str:
+        """Run the candidates' passes in job order, starting after where the last sweep stopped."""
+        order = sorted(candidates)
+        if self._resume_after is not None:
+            order = [k for k in order if k > self._resume_after] + [
+                k for k in order if k <= self._resume_after
+            ]
+        left = self.settings.max_deletes_per_event
+        for index, key in enumerate(order):
             if deadline is not None and time.monotonic() > deadline - 1.0:
-                return decisions, f"sweep stopped at its time bound after {index} of {len(candidates)} jobs"
-            decisions += self._run_pass(work, cluster, now)[0]
-        return decisions, f"swept {len(candidates)} job(s) needing action"
+                return self._stopped(f"at its time bound after {index} of {len(order)} jobs")
+            if left <= 0:
+                return self._stopped(
+                    f"at PODSWEEPER_MAX_DELETES_PER_EVENT after {index} of {len(order)} jobs"
+                )
+            result = self._run_pass(candidates[key], cluster, now)
+            left -= act(result.decisions, min(result.bound, left))
+            self._resume_after = key
+        self._resume_after = None
+        return f"swept {len(order)} job(s) needing action"
+
+    def _stopped(self, where: str) -> str:
+        after = "/".join(self._resume_after) if self._resume_after else "the start"
+        return f"sweep stopped {where}; the next sweep continues after {after}"

@@ -71,7 +71,7 @@ def replay(
 ) -> ReplayRun:
     """Replay files in order against one simulated cluster. Raises MalformedLine."""
     run = ReplayRun()
-    pipeline = Pipeline(run.cluster, settings)
+    pipeline = Pipeline(run.cluster, settings, concurrent_deletes=False)
     for path in paths:
         with Path(path).open(encoding="utf-8") as stream:
             for number, intake, now in read_events(path, stream):

@@ -38,13 +38,17 @@ def setup_logging(stream: TextIO | None = None) -> None:
     decision_log.propagate = False
 
 
-def log_decision(event_id: str, decision: Decision, result: Result | None, dry_run: bool) -> None:
+def log_decision(
+    event_id: str, decision: Decision, result: Result | None, dry_run: bool, gpu_seconds: float = 0.0
+) -> None:
     line = {
         "msg": "decision",
         "event_id": event_id,
         **decision.as_dict(),
         "result": result.value if result else None,
         "dry_run": dry_run,
+        "gpus": decision.gpus,
+        "gpu_seconds": round(gpu_seconds, 1),
     }
     decision_log.info(json.dumps(line, sort_keys=False))
 
@@ -71,14 +75,34 @@ def describe_container(c: ContainerView) -> str:
 
 
 def warning_event(decision: Decision, now: datetime) -> EventRecord:
-    """One Warning per (job, pod, rule): repeats bump the count of the same Event."""
+    """One Warning per (job, pod, rule): repeats bump the count of the same Event, a crash
+    loop's only when the pod's restart count has grown since."""
     about = decision.name if decision.kind == "Pod" else ""
+    progress = None
+    if decision.rule is Rule.CRASH_LOOP:
+        progress = max((c.restart_count for c in decision.evidence), default=None)
     return EventRecord(
         name=_event_name(decision.job, decision.rule.value, about),
         involved=decision.job,
         type="Warning",
         reason=WARNING_REASONS[decision.rule],
         message=_truncate(f"{decision.kind} {decision.name}: {decision.reason}"),
+        time=now,
+        progress=progress,
+    )
+
+
+def suspend_event(decision: Decision, now: datetime) -> EventRecord:
+    """JobSuspended: podsweeper set spec.runPolicy.suspend because of this crash loop."""
+    return EventRecord(
+        name=_event_name(decision.job, "suspend"),
+        involved=decision.job,
+        type="Warning",
+        reason="CrashLoopSuspended",
+        message=_truncate(
+            f"podsweeper suspended the job (spec.runPolicy.suspend: true): {decision.kind} {decision.name}: "
+            f"{decision.reason}. Fix the cause, then set suspend: false to start it again."
+        ),
         time=now,
     )
 
@@ -90,7 +114,10 @@ def cleanup_event(job: JobRef, deleted: Iterable[Decision], now: datetime) -> Ev
     for d in deleted:
         evidence = "; ".join(describe_container(c) for c in d.evidence)
         parts.append(f"{d.name} [{d.rule.value}]" + (f" ({evidence})" if evidence else ""))
-    message = f"podsweeper deleted {len(deleted)} pod(s): " + ", ".join(parts)
+    gpus = sum(d.gpus for d in deleted)
+    held = sum(d.gpu_seconds(now) for d in deleted)
+    reclaimed = f" ({gpus} GPU(s) freed, {held:.0f} GPU-seconds held since no longer needed)" if gpus else ""
+    message = f"podsweeper deleted {len(deleted)} pod(s){reclaimed}: " + ", ".join(parts)
     return EventRecord(
         name=_event_name(job, "cleanup", *(d.uid for d in deleted)),
         involved=job,

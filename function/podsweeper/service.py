@@ -42,10 +42,10 @@ class Service:
         if self._cluster is None:
             with self._lock:
                 if self._cluster is None:
-                    from podsweeper.cluster.kube import KubeCluster, load_api_client
+                    from podsweeper.cluster.kube import connect
 
                     try:
-                        self._cluster = KubeCluster(load_api_client(self._kubeconfig))
+                        self._cluster = connect(self.settings, self._kubeconfig)
                     except Exception as error:  # noqa: BLE001 - no kubeconfig yet: retry later
                         raise ApiUnavailable(f"no Kubernetes configuration: {error}") from None
         return self._cluster

@@ -113,7 +113,7 @@ def make_handler(service: Service) -> Handler:
             return _answer(405, "POST a CloudEvent; GET /healthz or /metrics", {"Allow": "POST"})
         try:
             attributes, data = read_cloudevent(request, service.settings.max_body_bytes)
-            summary = service.handle(attributes, data).summary
+            outcome = service.handle(attributes, data)
         except _TooLarge as error:
             return _answer(400, f"bad event: {error}", {"Connection": "close"} if error.close else None)
         except BadEvent as error:
@@ -125,7 +125,12 @@ def make_handler(service: Service) -> Handler:
         except Exception:  # a bug: log it here, answer without a stack trace
             log.exception("unexpected error while handling an event")
             return _answer(500, "internal error (see the function's log)")
-        return flask.Response(json.dumps(summary) + "\n", status=200, mimetype="application/json")
+        body = json.dumps(outcome.summary) + "\n"
+        if outcome.deferred:
+            # Deletes left over by the bound: the source retries 429 soon, and the retry
+            # (a fresh read) goes on where this pass stopped.
+            return flask.Response(body, status=429, mimetype="application/json", headers={"Retry-After": "1"})
+        return flask.Response(body, status=200, mimetype="application/json")
 
     return handle
 

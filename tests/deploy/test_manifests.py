@@ -29,7 +29,12 @@ from podsweeper import kinds
 
 REPO = Path(__file__).resolve().parents[2]
 KNATIVE = REPO / "knative"
-KUSTOMIZATIONS = ("knative", "knative/overlays/live", "knative/overlays/mpi-operator")
+KUSTOMIZATIONS = (
+    "knative",
+    "knative/overlays/live",
+    "knative/overlays/mpi-operator",
+    "knative/overlays/crashloop-suspend",
+)
 
 TRAINING_JOB_KINDS = {k.kind: k.plural for k in kinds.TRAINING_KINDS}  # all in kubeflow.org
 JOB_LABEL = "training.kubeflow.org/job-name"
@@ -282,6 +287,41 @@ def test_overlays_change_only_what_they_are_for(rendered):
     for o in mpi:
         if o["kind"] != "ApiServerSource":
             assert o == base[(o["kind"], o["metadata"]["name"])]
+
+
+def test_suspend_overlay_grants_patch_on_the_training_jobs_and_nothing_else():
+    """The one extra power of PODSWEEPER_CRASHLOOP_ACTION=suspend is opt-in, and only that."""
+    docs = [
+        d
+        for d in yaml.safe_load_all((KNATIVE / "overlays/crashloop-suspend/suspend-rbac.yaml").read_text())
+        if d
+    ]
+    role = one(docs, "ClusterRole")
+    assert rules_table(role) == {
+        ("kubeflow.org", plural): {"patch"} for plural in TRAINING_JOB_KINDS.values()
+    }
+    binding = one(docs, "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "podsweeper", "namespace": "podsweeper"}
+    ]
+
+
+@pytest.mark.integration
+def test_suspend_overlay_changes_only_the_crash_loop_action(rendered):
+    base = {(o["kind"], o["metadata"]["name"]): o for o in rendered["knative"]}
+    overlay = {(o["kind"], o["metadata"]["name"]): o for o in rendered["knative/overlays/crashloop-suspend"]}
+    assert set(overlay) == {
+        ("Service", "podsweeper"),
+        ("ClusterRole", "podsweeper-suspend"),
+        ("ClusterRoleBinding", "podsweeper-suspend"),
+    }
+    service = json.loads(json.dumps(overlay[("Service", "podsweeper")]))
+    env = service["spec"]["template"]["spec"]["containers"][0]["env"]
+    (action,) = [e for e in env if e["name"] == "PODSWEEPER_CRASHLOOP_ACTION"]
+    assert action["value"] == "suspend"
+    action["value"] = "warn"
+    assert service == base[("Service", "podsweeper")]
 
 
 @pytest.mark.integration

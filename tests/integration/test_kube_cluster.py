@@ -6,15 +6,20 @@ to knative/function-rbac.yaml: a call the ClusterRole does not allow fails here.
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
+import yaml
+from kubernetes import client
 
 from podsweeper import kinds
 from podsweeper.cluster import kube
 from podsweeper.cluster.kube import KubeCluster, load_api_client
 from podsweeper.config import Settings
 from podsweeper.decisions import Result
+from podsweeper.errors import ApiUnavailable
 from podsweeper.model import EventRecord, JobRef
 from podsweeper.objects import parse_pod
 from podsweeper.service import Service
@@ -23,6 +28,7 @@ from tests.fixtures.builders import container_status as cs
 from tests.integration.k8s import Operator
 
 pytestmark = pytest.mark.integration
+SUSPEND_RBAC = Path(__file__).resolve().parents[2] / "knative/overlays/crashloop-suspend/suspend-rbac.yaml"
 PYTORCH = kinds.BY_KIND["PyTorchJob"]
 
 
@@ -83,6 +89,25 @@ def test_record_event_creates_then_counts(cluster, operator, namespace):
     (event,) = operator.events("CrashLoopWithoutLimit")
     assert event.count == 3 and event.message == "third"
     assert event.involved_object.uid == job["metadata"]["uid"] and event.involved_object.kind == "PyTorchJob"
+
+
+def test_record_event_with_progress_is_written_again_only_when_it_grew(cluster, operator, namespace):
+    """A crash-loop warning carries the restart count; the same count again writes nothing."""
+    job = operator.create_job()
+    ref = JobRef(PYTORCH, namespace, "pytest", job["metadata"]["uid"], "kubeflow.org/v1")
+    now = datetime.now(UTC)
+    written = [
+        cluster.record_event(
+            EventRecord(
+                "pytest.loop", ref, "Warning", "CrashLoopWithoutLimit", f"{n} restarts", now, progress=n
+            )
+        )
+        for n in (5, 5, 6, 6, 4, 7)
+    ]
+    assert written == [True, False, True, False, False, True]
+    (event,) = operator.events("CrashLoopWithoutLimit")
+    assert event.count == 3 and event.message == "7 restarts"
+    assert event.metadata.annotations == {"podsweeper.dev/restarts": "7"}
 
 
 def test_cluster_wide_lists_for_the_sweep(cluster, operator, namespace):
@@ -172,3 +197,50 @@ def test_cli_sweep_dry_run_then_for_real(control_plane, operator, namespace, cap
     assert operator.pod_names() == ["pytest-worker-0"]
     assert main(argv) == 0
     assert '"result": "deleted"' in capsys.readouterr().out and operator.pod_names() == []
+
+
+def test_suspend_job_needs_the_opt_in_rbac_and_keeps_the_rest_of_run_policy(
+    cluster, operator, namespace, admin_api
+):
+    """Without knative/overlays/crashloop-suspend the function may not patch a job (403 ->
+    503); with it, the patch sets runPolicy.suspend only, and a re-created job (another uid)
+    is never touched."""
+    created = operator.create_job(clean_pod_policy="Running")
+    ref = JobRef(PYTORCH, namespace, "pytest", created["metadata"]["uid"], "kubeflow.org/v1")
+    with pytest.raises(ApiUnavailable, match="403"):
+        cluster.suspend_job(ref)
+
+    rbac = client.RbacAuthorizationV1Api(admin_api)
+    docs = [d for d in yaml.safe_load_all(SUSPEND_RBAC.read_text()) if d]
+    try:
+        rbac.create_cluster_role(docs[0])
+        rbac.create_cluster_role_binding(docs[1])
+        assert _eventually(lambda: cluster.suspend_job(ref) is Result.SUSPENDED)
+        job = operator.custom.get_namespaced_custom_object(
+            "kubeflow.org", "v1", namespace, "pytorchjobs", "pytest"
+        )
+        assert job["spec"]["runPolicy"]["suspend"] is True
+        assert job["spec"]["runPolicy"]["cleanPodPolicy"] == "Running"
+
+        stale = JobRef(PYTORCH, namespace, "pytest", "0000-not-the-uid", "kubeflow.org/v1")
+        assert cluster.suspend_job(stale) is Result.CONFLICT
+        assert (
+            cluster.suspend_job(JobRef(PYTORCH, namespace, "absent", "x", "kubeflow.org/v1")) is Result.GONE
+        )
+    finally:
+        rbac.delete_cluster_role_binding(docs[1]["metadata"]["name"])
+        rbac.delete_cluster_role(docs[0]["metadata"]["name"])
+
+
+def _eventually(check, seconds: float = 10.0) -> bool:
+    """RBAC changes reach the authorizer's cache within a moment."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if check():
+                return True
+        except ApiUnavailable:
+            pass
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)

@@ -16,11 +16,12 @@ def test_defaults(monkeypatch):
         s.dry_run,
         s.sweep_active_pods,
         s.orphan_grace_seconds,
+        s.operator_grace_seconds,
         s.crashloop_restarts,
         s.crashloop_action,
         s.max_deletes_per_event,
         s.event_timeout_seconds,
-    ) == (False, True, 30, 5, "warn", 100, 10.0)
+    ) == (False, True, 30, 30, 5, "warn", 100, 10.0)
     assert s.excluded_namespace_set == {"kube-system"} and s.namespace_set == frozenset()
 
 
@@ -38,6 +39,7 @@ def test_comma_lists(monkeypatch):
         ("PODSWEEPER_CRASHLOOP_ACTION", "explode"),
         ("PODSWEEPER_MAX_DELETES_PER_EVENT", "0"),
         ("PODSWEEPER_ORPHAN_GRACE_SECONDS", "-1"),
+        ("PODSWEEPER_OPERATOR_GRACE_SECONDS", "soon"),
         ("PODSWEEPER_DRY_RUN", "perhaps"),
         ("PODSWEEPER_EVENT_TIMEOUT_SECONDS", "abc"),
         ("PODSWEEPER_NAMESPACES", "team-a,Team_B"),

@@ -278,3 +278,48 @@ def test_decision_names_the_pod_and_its_job():
     (d,) = decide(j, [p])
     assert (d.kind, d.namespace, d.name, d.uid) == ("Pod", "default", "pytest-worker-0", p["metadata"]["uid"])
     assert d.job.name == "pytest" and d.job.uid == j["metadata"]["uid"]
+
+
+@pytest.mark.parametrize(
+    "name, policy, phase, seconds_after_finish, expected",
+    [
+        ("All, Running pod, operator still has time", "All", "Running", 10, None),
+        ("All, Failed pod, operator still has time", "All", "Failed", 29, None),
+        ("All, Running pod, grace over: backstop", "All", "Running", 31, Rule.FINISHED_JOB_ACTIVE_POD),
+        ("All, Succeeded pod, grace over: backstop", "All", "Succeeded", 31, Rule.CLEAN_POD_POLICY_ALL),
+        ("Running, Running pod, operator still has time", "Running", "Running", 10, None),
+        ("Running, Pending pod, grace over", "Running", "Pending", 45, Rule.FINISHED_JOB_ACTIVE_POD),
+        (
+            "None, Running pod: nothing is coming, act at once",
+            None,
+            "Running",
+            0,
+            Rule.FINISHED_JOB_ACTIVE_POD,
+        ),
+    ],
+)
+def test_operator_grace_leaves_the_operator_its_own_cleanup(
+    name, policy, phase, seconds_after_finish, expected
+):
+    """Under Running/All the operator deletes these pods itself: racing it leaks its Services."""
+    j = job(clean_pod_policy=policy, conditions=SUCCEEDED)
+    decisions = decide(j, [pod(j, "Worker", 0, phase=phase)], now=at(30 + seconds_after_finish))
+    assert [d.rule for d in decisions] == ([expected] if expected else []), name
+
+
+def test_operator_grace_is_configurable_and_zero_turns_it_off():
+    j = job(clean_pod_policy="All", conditions=SUCCEEDED)
+    p = pod(j, "Worker", 0, phase="Running")
+    assert decide(j, [p], now=at(40), operator_grace_seconds=5) != []
+    assert decide(j, [p], now=at(30), operator_grace_seconds=0) != []
+    assert decide(j, [p], now=at(40), operator_grace_seconds=60) == []
+
+
+def test_a_finish_without_a_transition_time_cannot_be_waited_for():
+    j = job(clean_pod_policy="All", conditions=SUCCEEDED)
+    for condition in j["status"]["conditions"]:
+        condition.pop("lastTransitionTime", None)
+        condition.pop("lastUpdateTime", None)
+    assert [d.rule for d in decide(j, [pod(j, "Worker", 0, phase="Running")], now=at(31))] == [
+        Rule.FINISHED_JOB_ACTIVE_POD
+    ]

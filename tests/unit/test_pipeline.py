@@ -14,6 +14,7 @@ from tests.fixtures.builders import at, event, job, ping, pod, split
 from tests.fixtures.builders import container_status as cs
 
 SUCCEEDED = [("Created", at(0)), ("Running", at(2)), ("Succeeded", at(30))]
+RUNNING_ONLY = [("Created", at(0)), ("Running", at(2))]
 
 
 def cluster_with(job_raw, pods_raw) -> SimulatedCluster:
@@ -69,14 +70,31 @@ def test_uid_precondition_protects_a_pod_recreated_under_the_same_name():
     assert cluster.pods[("default", "pytest-worker-0")].uid == "new-uid"
 
 
-def test_max_deletes_per_event_defers_the_rest_to_the_next_event():
-    j = job(conditions=SUCCEEDED)
-    cluster = cluster_with(j, crash_looping_workers(j, 3))
+def test_a_job_pass_deletes_up_to_what_the_job_declares_whatever_the_fixed_cap():
+    """A finished 1,024-worker job is cleaned by its own event: the bound is its declared size."""
+    j = job(conditions=SUCCEEDED, replicas={"Master": 1, "Worker": 40})
+    cluster = cluster_with(j, crash_looping_workers(j, 40))
     outcome = handle(cluster, event("update", j, at(40)), max_deletes_per_event=2)
+    assert [a.result for a in outcome.applied] == [Result.DELETED] * 40 and outcome.deferred == 0
+
+
+def test_pods_beyond_the_declared_size_and_margin_are_deferred():
+    j = job(conditions=SUCCEEDED, replicas={"Worker": 3})  # declared 3 + margin 2 = 5
+    cluster = cluster_with(j, crash_looping_workers(j, 8))
+    outcome = handle(cluster, event("update", j, at(40)))
+    assert sorted(a.result for a in outcome.applied) == [Result.DEFERRED] * 3 + [Result.DELETED] * 5
+    assert outcome.deferred == 3 and len(cluster.pods) == 3
+
+
+def test_orphans_have_no_declared_size_and_get_the_fixed_cap():
+    j = job(conditions=RUNNING_ONLY)
+    cluster = cluster_with(j, crash_looping_workers(j, 3))
+    cluster.observe("delete", parse_job(j))
+    outcome = handle(cluster, event("delete", j, at(600)), max_deletes_per_event=2)
     assert sorted(a.result for a in outcome.applied) == ["deferred", "deleted", "deleted"]
-    assert len(cluster.pods) == 1
-    again = handle(cluster, ping(at(700)), max_deletes_per_event=2)
-    assert [a.result for a in again.applied] == ["deleted"] and not cluster.pods
+    assert (
+        handle(cluster, event("delete", j, at(601)), max_deletes_per_event=2).applied[0].result == "deleted"
+    )
 
 
 def test_dry_run_decides_everything_and_deletes_nothing():
@@ -117,6 +135,33 @@ def test_repeated_crash_loop_warnings_update_one_event():
     (warning,) = cluster.events.values()
     assert warning.count == 3 and warning.record.type == "Warning"
     assert "7 restarts" in warning.record.message
+
+
+def test_crash_loop_warning_is_written_again_only_when_restarts_grew():
+    """Each pod event triggers a pass over the whole job; a pod whose restart count did not
+    grow since its last warning is not warned again (counts follow crashes, not passes)."""
+    j = job(conditions=[("Created", at(0)), ("Running", at(2))])
+    cluster = cluster_with(j, [])
+
+    def looping(index, restarts):
+        return pod(
+            j,
+            "Worker",
+            index,
+            phase="Running",
+            containers=[cs(state="waiting", reason="CrashLoopBackOff", restarts=restarts, last_exit=1)],
+        )
+
+    for index in (0, 1):
+        cluster.observe("update", parse_pod(looping(index, 5)))
+    first = handle(cluster, event("update", looping(0, 5), at(100)))
+    assert sorted(a.result for a in first.applied) == [Result.WARNED, Result.WARNED]
+    cluster.observe("update", parse_pod(looping(1, 6)))  # worker 1 crashed again, worker 0 did not
+    second = handle(cluster, event("update", looping(1, 6), at(110)))
+    results = {a.decision.name: a.result for a in second.applied}
+    assert results == {"pytest-worker-0": Result.ALREADY_WARNED, "pytest-worker-1": Result.WARNED}
+    counts = sorted((r.record.message.split(":")[0], r.count) for r in cluster.events.values())
+    assert counts == [("Pod pytest-worker-0", 1), ("Pod pytest-worker-1", 2)]
 
 
 def test_irrelevant_pod_event_reads_nothing():

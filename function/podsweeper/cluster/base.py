@@ -35,8 +35,17 @@ class Cluster(Protocol):
         opted out) is not deleted on stale facts.
         """
 
-    def record_event(self, event: EventRecord) -> None:
-        """Create the Event, or bump the count of the existing one with the same name."""
+    def suspend_job(self, ref: JobRef) -> Result:
+        """Set spec.runPolicy.suspend on the job whose uid is ref.uid.
+
+        Returns SUSPENDED, GONE (404) or CONFLICT (another job has that name now).
+        """
+
+    def record_event(self, event: EventRecord) -> bool:
+        """Create the Event, or bump the count of the existing one with the same name.
+
+        False (nothing written) when the existing one's `progress` is not below the event's.
+        """
 
     def list_training_pods(self, namespace: str | None) -> Iterator[Pod]:
         """Every pod carrying a training job label (paginated); namespace None = all."""

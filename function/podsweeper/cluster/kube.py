@@ -21,6 +21,8 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from podsweeper import kinds
+from podsweeper.cluster.ratelimit import RateLimiter
+from podsweeper.config import Settings
 from podsweeper.decisions import Result
 from podsweeper.errors import ApiUnavailable, BadEvent
 from podsweeper.model import EventRecord, Job, JobRef, Pod
@@ -30,20 +32,34 @@ from podsweeper.ownership import TRAINING_POD_SELECTORS, job_pod_selectors
 log = logging.getLogger("podsweeper.cluster")
 
 PAGE_SIZE = 500
+# On podsweeper's Warning Events: the restart count the last write was about.
+PROGRESS_ANNOTATION = "podsweeper.dev/restarts"
 T = TypeVar("T")
 # Longest Retry-After we wait out inside one event (and only if the deadline allows).
 MAX_RETRY_AFTER_WAIT = 2.0
 
 
-def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
-    """In-cluster config inside a pod, else KUBECONFIG / ~/.kube/config. Never calls the API."""
+def load_api_client(kubeconfig: str | None = None, connections: int = 16) -> client.ApiClient:
+    """In-cluster config inside a pod, else KUBECONFIG / ~/.kube/config. Never calls the API.
+
+    `connections`: the pool size, at least as many as requests in flight at once (concurrent
+    deletes), so none is opened and thrown away per request.
+    """
     configuration = client.Configuration()
+    configuration.connection_pool_maxsize = max(connections, 4)
     if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_incluster_config(client_configuration=configuration)
     else:
         config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
     configuration.retries = 0  # one try per call: the event source does the retrying
     return client.ApiClient(configuration)
+
+
+def connect(settings: Settings, kubeconfig: str | None = None) -> KubeCluster:
+    """The real cluster as the settings say: pool sized for the concurrent deletes, one rate
+    limiter for every request this instance makes."""
+    api = load_api_client(kubeconfig, connections=settings.delete_concurrency + 4)
+    return KubeCluster(api, limiter=RateLimiter(settings.kube_api_qps, settings.kube_api_burst))
 
 
 # Names the API server accepts (apimachinery validation). A name outside them cannot exist:
@@ -86,6 +102,7 @@ def _retry_after(error: ApiException) -> float | None:
 class KubeCluster:
     api: client.ApiClient
     deadline: float | None = None  # time.monotonic() value; None = unbounded (CLI sweep)
+    limiter: RateLimiter | None = None  # shared by every view of this cluster
 
     def __post_init__(self) -> None:
         self.core = client.CoreV1Api(self.api)
@@ -95,6 +112,7 @@ class KubeCluster:
         """A view of this cluster whose calls all end by `deadline` (shares the connection pool)."""
         view = KubeCluster.__new__(KubeCluster)
         view.api, view.deadline, view.core, view.custom = self.api, deadline, self.core, self.custom
+        view.limiter = self.limiter
         return view
 
     # -- plumbing ------------------------------------------------------------------
@@ -111,10 +129,19 @@ class KubeCluster:
         body = self._request(what, fn, *args, **kwargs)
         return None if body is None else json.loads(body or b"null")
 
-    def _request(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> bytes | None:
-        """One API call; returns the raw body. 404 -> None; 409 raises ApiException."""
+    def _request(
+        self,
+        what: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        conflicts: tuple[int, ...] = (409,),
+        **kwargs: Any,
+    ) -> bytes | None:
+        """One API call; returns the raw body. 404 -> None; `conflicts` raise ApiException."""
         for attempt in (1, 2):
             try:
+                if self.limiter is not None:
+                    self.limiter.acquire(self.deadline)
                 response = fn(*args, _preload_content=False, _request_timeout=self._timeout(), **kwargs)
                 return response.data or b""
             except ApiException as error:
@@ -130,7 +157,7 @@ class KubeCluster:
                 ):
                     time.sleep(wait)
                     continue
-                if error.status == 409:
+                if error.status in conflicts:
                     raise
                 raise ApiUnavailable(
                     f"{what}: API answered {error.status} {error.reason}", retry_after=wait
@@ -231,12 +258,33 @@ class KubeCluster:
             return Result.CONFLICT
         return Result.GONE if found is None else Result.DELETED
 
-    def record_event(self, event: EventRecord) -> None:
+    def suspend_job(self, ref: JobRef) -> Result:
+        # The uid in a merge patch is a precondition: a job re-created under this name has
+        # another uid, and the API refuses to change it (409 or 422).
+        patch = {"metadata": {"uid": ref.uid}, "spec": {"runPolicy": {"suspend": True}}}
+        try:
+            found = self._request(
+                f"suspend {ref.kind.plural} {ref.namespace}/{ref.name}",
+                self.custom.patch_namespaced_custom_object,
+                kinds.GROUP,
+                ref.version,
+                ref.namespace,
+                ref.kind.plural,
+                ref.name,
+                patch,
+                conflicts=(409, 422),
+            )
+        except ApiException:
+            return Result.CONFLICT
+        return Result.GONE if found is None else Result.SUSPENDED
+
+    def record_event(self, event: EventRecord) -> bool:
         ref, stamp = event.involved, event.time.isoformat().replace("+00:00", "Z")
+        marks = {PROGRESS_ANNOTATION: str(event.progress)} if event.progress is not None else {}
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": event.name, "namespace": ref.namespace},
+            "metadata": {"name": event.name, "namespace": ref.namespace, "annotations": marks},
             "involvedObject": {
                 "apiVersion": ref.api_version or f"{kinds.GROUP}/{ref.version}",
                 "kind": ref.kind.kind,
@@ -255,14 +303,23 @@ class KubeCluster:
         }
         try:
             self._call(f"create event {event.name}", self.core.create_namespaced_event, ref.namespace, body)
-            return
+            return True
         except ApiException:  # 409: the same warning again -> bump its count
             pass
         current = (
             self._call(f"get event {event.name}", self.core.read_namespaced_event, event.name, ref.namespace)
             or {}
         )
+        before = ((current.get("metadata") or {}).get("annotations") or {}).get(PROGRESS_ANNOTATION)
+        if (
+            event.progress is not None
+            and before is not None
+            and before.isdigit()
+            and event.progress <= int(before)
+        ):
+            return False  # nothing new since the last one: its count must not follow our passes
         patch = {
+            "metadata": {"annotations": marks},
             "count": int(current.get("count") or 1) + 1,
             "lastTimestamp": stamp,
             "message": event.message,
@@ -270,6 +327,7 @@ class KubeCluster:
         self._call(
             f"patch event {event.name}", self.core.patch_namespaced_event, event.name, ref.namespace, patch
         )
+        return True
 
     def list_training_pods(self, namespace: str | None) -> Iterator[Pod]:
         seen: set[str] = set()  # a pod may carry both label sets

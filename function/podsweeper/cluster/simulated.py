@@ -7,6 +7,7 @@ deleted pod are recognised and ignored.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import count
@@ -15,6 +16,10 @@ from podsweeper.cluster.base import JobUnknown
 from podsweeper.decisions import Result
 from podsweeper.model import EventRecord, Job, JobRef, Pod, Verb
 from podsweeper.ownership import has_training_label, labelled_job_names, labels_name_job
+
+
+def _grew(before: int | None, now: int | None) -> bool:
+    return now is None or before is None or now > before
 
 
 @dataclass
@@ -126,12 +131,24 @@ class SimulatedCluster:
         self.deleted_by_podsweeper.add(uid)
         return Result.DELETED
 
-    def record_event(self, event: EventRecord) -> None:
+    def suspend_job(self, ref: JobRef) -> Result:
+        current = self.jobs.get(ref.key)
+        if current is None:
+            return Result.GONE
+        if current.uid != ref.uid:
+            return Result.CONFLICT
+        self.jobs[ref.key] = dataclasses.replace(current, suspended=True)
+        return Result.SUSPENDED
+
+    def record_event(self, event: EventRecord) -> bool:
         existing = self.events.get(event.name)
         if existing is None:
             self.events[event.name] = RecordedEvent(event)
-        else:
-            existing.record, existing.count = event, existing.count + 1
+            return True
+        if not _grew(existing.record.progress, event.progress):
+            return False
+        existing.record, existing.count = event, existing.count + 1
+        return True
 
     def list_training_pods(self, namespace: str | None) -> Iterator[Pod]:
         for (ns, _), pod in list(self.pods.items()):

@@ -1,0 +1,190 @@
+"""Big jobs and big clusters: concurrent deletes (bounded), the client-side rate limit, and a
+sweep that streams pods and resumes where it stopped."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import threading
+import time
+import weakref
+
+import pytest
+
+from podsweeper.cluster.ratelimit import RateLimiter
+from podsweeper.cluster.simulated import SimulatedCluster
+from podsweeper.config import Settings
+from podsweeper.decisions import Result
+from podsweeper.errors import ApiUnavailable
+from podsweeper.intake import parse_event
+from podsweeper.objects import parse_job, parse_pod
+from podsweeper.pipeline import Pipeline
+from tests.fixtures.builders import at, event, job, ping, pod, split
+
+SUCCEEDED = [("Created", at(0)), ("Running", at(2)), ("Succeeded", at(30))]
+
+
+NOW = at(600)
+
+
+def handle(pipeline, raw_event, now=NOW):
+    return pipeline.handle(parse_event(*split(raw_event)), now)
+
+
+class SlowDeletes(SimulatedCluster):
+    """Deletes take a while and count how many are in flight at once."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        self.lock = threading.Lock()
+        self.in_flight = self.most_in_flight = 0
+
+    def delete_pod(self, *args, **kwargs):
+        with self.lock:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        time.sleep(0.02)
+        with self.lock:
+            self.in_flight -= 1
+            return super().delete_pod(*args, **kwargs)
+
+
+def finished_job_with_workers(cluster, workers):
+    j = job(conditions=SUCCEEDED, replicas={"Worker": workers})
+    cluster.observe("add", parse_job(j))
+    for i in range(workers):
+        cluster.observe("add", parse_pod(pod(j, "Worker", i, phase="Running")))
+    return j
+
+
+@pytest.mark.parametrize("concurrency", [1, 4, 16])
+def test_deletes_of_one_pass_run_concurrently_up_to_the_bound(concurrency):
+    cluster = SlowDeletes()
+    j = finished_job_with_workers(cluster, 24)
+    pipeline = Pipeline(cluster, Settings(delete_concurrency=concurrency))
+    outcome = handle(pipeline, event("update", j, at(40)))
+    assert [a.result for a in outcome.applied] == [Result.DELETED] * 24
+    assert cluster.most_in_flight == concurrency  # never more, and the bound is used
+    assert [a.decision.name for a in outcome.applied] == sorted(
+        (a.decision.name for a in outcome.applied), key=lambda n: int(n.rsplit("-", 1)[1])
+    )  # reported in the decisions' order, whatever order the deletes finished in
+    assert len(cluster.events) == 1  # one PodsCleanedUp for the job
+
+
+def test_the_replay_deletes_one_after_another():
+    cluster = SlowDeletes()
+    j = finished_job_with_workers(cluster, 6)
+    handle(Pipeline(cluster, Settings(), concurrent_deletes=False), event("update", j, at(40)))
+    assert cluster.most_in_flight == 1 and not cluster.pods
+
+
+def test_an_api_failure_mid_pass_still_reports_the_deletes_made():
+    class FailsAfterThree(SimulatedCluster):
+        calls = 0
+
+        def delete_pod(self, *args, **kwargs):
+            FailsAfterThree.calls += 1
+            if FailsAfterThree.calls > 3:
+                raise ApiUnavailable("time bound for this event exceeded")
+            return super().delete_pod(*args, **kwargs)
+
+    cluster = FailsAfterThree()
+    j = finished_job_with_workers(cluster, 8)
+    reported = []
+    pipeline = Pipeline(cluster, Settings(delete_concurrency=4))
+    with pytest.raises(ApiUnavailable):
+        pipeline.handle(parse_event(*split(event("update", j, at(40)))), at(600))
+    reported = [e.record.message for e in cluster.events.values()]
+    assert len(cluster.pods) == 5 and reported and "deleted 3 pod(s)" in reported[0]
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+        self.slept: list[float] = []
+
+    def sleep(self, seconds):
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def test_rate_limiter_allows_the_burst_then_the_sustained_rate():
+    clock = FakeClock()
+    limiter = RateLimiter(qps=2, burst=3, clock=lambda: clock.now, sleep=clock.sleep)
+    waits = [limiter.acquire() for _ in range(5)]
+    assert waits[:3] == [0, 0, 0] and waits[3] == pytest.approx(0.5) and waits[4] == pytest.approx(0.5)
+    clock.now += 10  # idle: the bucket refills, but never beyond the burst
+    assert [limiter.acquire() for _ in range(3)] == [0, 0, 0] and limiter.acquire() > 0
+
+
+def test_rate_limiter_refuses_a_wait_past_the_deadline():
+    clock = FakeClock()
+    limiter = RateLimiter(qps=1, burst=1, clock=lambda: clock.now, sleep=clock.sleep)
+    limiter.acquire(deadline=clock.now + 5)
+    with pytest.raises(ApiUnavailable, match="rate limit"):
+        limiter.acquire(deadline=clock.now + 0.5)
+    assert limiter.acquire(deadline=clock.now + 5) == pytest.approx(1.0)  # the refusal took no token
+
+
+def test_rate_limiter_is_shared_by_concurrent_callers():
+    limiter = RateLimiter(qps=200, burst=10)
+    started = time.monotonic()
+    threads = [threading.Thread(target=lambda: [limiter.acquire() for _ in range(15)]) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # 60 requests, 10 at once, then 200/s: at least 50 / 200 = 0.25 s
+    assert time.monotonic() - started >= 0.24
+
+
+class PagedPods(SimulatedCluster):
+    """Hands out fresh copies of its pods page by page, and at each new page counts how many
+    copies handed out earlier are still alive: what the sweep kept of the pages it decided."""
+
+    page = 50
+
+    def __post_init__(self):
+        super().__post_init__()
+        self.most_kept = 0
+
+    def list_training_pods(self, namespace):
+        handed: list[weakref.ref] = []
+        for index, held in enumerate(list(super().list_training_pods(namespace))):
+            if index and index % self.page == 0:
+                gc.collect()
+                self.most_kept = max(self.most_kept, sum(1 for r in handed if r() is not None))
+            copy = dataclasses.replace(held)
+            handed.append(weakref.ref(copy))
+            yield copy
+            del copy
+
+
+def test_the_sweep_streams_pods_and_keeps_none_of_a_page_it_has_decided():
+    cluster = PagedPods()
+    for n in range(20):  # 20 running jobs of 10 pods: 200 pods in 4 pages, nothing to do
+        j = job(name=f"run-{n}", conditions=[("Created", at(0)), ("Running", at(2))], replicas={"Worker": 10})
+        cluster.observe("add", parse_job(j))
+        for i in range(10):
+            cluster.observe("add", parse_pod(pod(j, "Worker", i, phase="Running")))
+    outcome = handle(Pipeline(cluster, Settings()), ping(at(600)))
+    assert outcome.applied == [] and "swept 0 job(s)" in outcome.note
+    assert cluster.most_kept <= 1  # at most the pod decided just before the page turned
+
+
+def test_a_stopped_sweep_resumes_after_the_last_job_it_passed():
+    cluster = SimulatedCluster()
+    names = []
+    for n in range(3):
+        j = job(name=f"done-{n}", conditions=SUCCEEDED, replicas={"Worker": 1})
+        cluster.observe("add", parse_job(j))
+        cluster.observe("add", parse_pod(pod(j, "Worker", 0, phase="Running")))
+        names.append(f"done-{n}-worker-0")
+    pipeline = Pipeline(cluster, Settings(max_deletes_per_event=1))
+    order = []
+    for tick in range(3):
+        outcome = handle(pipeline, ping(at(600 + tick)))
+        order += [a.decision.name for a in outcome.applied]
+        if tick < 2:
+            assert "the next sweep continues after" in outcome.note
+    assert order == names and not cluster.pods
