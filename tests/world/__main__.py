@@ -1,0 +1,63 @@
+"""`python -m tests.world --kubeconfig PATH`: the real Kubeflow world for manual runs and scripts.
+
+Starts the control plane, kube-controller-manager, kube-scheduler, kwok with its GPU nodes and
+the training operator; writes an admin kubeconfig, prints `READY` on stdout and runs until
+SIGTERM/SIGINT, then stops every component. Exits non-zero (with a log tail) if one dies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+
+from tests.controlplane.launcher import ControlPlaneError
+from tests.world.launcher import World, WorldError
+
+
+class _Stop(BaseException):
+    """Raised from the signal handler so `with` blocks unwind and stop the components."""
+
+
+def _on_signal(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise _Stop(signum)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.world",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--kubeconfig", required=True, help="where to write the admin kubeconfig")
+    parser.add_argument("--nodes", type=int, default=3, help="kwok nodes (default 3)")
+    parser.add_argument("--gpus-per-node", type=int, default=8, help="nvidia.com/gpu per node (default 8)")
+    parser.add_argument(
+        "--no-webhooks", action="store_true", help="run the operator without admission webhooks"
+    )
+    args = parser.parse_args(argv)
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    try:
+        with World(
+            nodes=args.nodes, gpus_per_node=args.gpus_per_node, webhooks=not args.no_webhooks
+        ) as world:
+            world.control_plane.write_kubeconfig(args.kubeconfig, "admin")
+            print("READY", flush=True)
+            while True:
+                world.check_alive()
+                time.sleep(0.5)
+    except _Stop:
+        print("world: stopped", file=sys.stderr, flush=True)
+        return 0
+    except (WorldError, ControlPlaneError) as e:
+        print(f"world: error: {e}", file=sys.stderr, flush=True)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
