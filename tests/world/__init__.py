@@ -1,0 +1,1 @@
+"""The real Kubeflow world (operator, controller manager, scheduler, kwok nodes) for the test cluster."""
