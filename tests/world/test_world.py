@@ -175,7 +175,32 @@ def test_seed_experiment_2_succeeded_job_leaves_workers_crash_looping(api, ns, r
         last = now.status.container_statuses[0].last_state.terminated
         assert last is not None and last.exit_code == 1 and last.reason == "Error"
     assert k.condition("pytest", "Succeeded"), "the job left Succeeded"
+    assert "simulated by kwok" in k.core.read_namespaced_pod_log("pytest-master-0", ns), "kubectl logs"
     print(f"seed: restarts 20 s after Succeeded: {[restarts(after[n]) for n in sorted(workers)]}")
+
+
+def test_stages_finish_plain_pods_by_restart_policy(api, ns):
+    """Never + exit 2 -> Failed with 2; OnFailure + exit 0 -> Succeeded; Always + exit 0 -> restarts."""
+    k = Cluster(api, ns)
+    cases = {"fails": ("Never", "2"), "succeeds": ("OnFailure", "0"), "restarts": ("Always", "0")}
+    for name, (policy, code) in cases.items():
+        annotations = {"sim.podsweeper.dev/exit-code": code, "sim.podsweeper.dev/run-for": "1s"}
+        pod = {
+            "metadata": {"name": name, "annotations": annotations},
+            "spec": {"restartPolicy": policy, "containers": [{"name": "c", "image": "x"}]},
+        }
+        k.core.create_namespaced_pod(ns, pod)
+
+    def status(name):
+        return k.core.read_namespaced_pod(name, ns).status
+
+    wait_for("fails Failed", lambda: status("fails").phase == "Failed", timeout=30)
+    assert status("fails").container_statuses[0].state.terminated.exit_code == 2
+    wait_for("succeeds Succeeded", lambda: status("succeeds").phase == "Succeeded", timeout=30)
+    wait_for("restarts restarted twice", lambda: restarts(k.core.read_namespaced_pod("restarts", ns)) >= 2)
+    restarted = status("restarts")
+    assert restarted.phase == "Running"
+    assert restarted.container_statuses[0].last_state.terminated.reason == "Completed"
 
 
 def test_seed_experiment_1_clean_pod_policy_all_deletes_every_pod(api, ns):
