@@ -25,6 +25,12 @@ def _parser() -> argparse.ArgumentParser:
     replay = sub.add_parser("replay", help="replay recorded CloudEvents: what would podsweeper do, and why")
     replay.add_argument("files", nargs="+", metavar="FILE.jsonl")
     replay.add_argument("--json", action="store_true", help="one JSON object per decision per line")
+    replay.add_argument(
+        "--html",
+        metavar="OUT.html",
+        help="also write one self-contained HTML page with a timeline per job "
+        "(the text or JSON output still prints)",
+    )
 
     sweep = sub.add_parser("sweep", help="one backstop sweep of a real cluster")
     sweep.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG or ~/.kube/config)")
@@ -64,6 +70,16 @@ def _replay(args: argparse.Namespace) -> int:
         return 2
     if not args.json:
         print_summary(run, sys.stdout)
+    if args.html:
+        from podsweeper.html import page
+
+        try:
+            with open(args.html, "w", encoding="utf-8") as out:
+                out.write(page(run))
+        except OSError as error:
+            print(f"podsweeper replay: {error}", file=sys.stderr)
+            return 2
+        print(f"wrote {args.html}", file=sys.stderr)
     return 0
 
 

@@ -1,0 +1,190 @@
+"""`podsweeper replay --html`: the page names every pod and rule, fetches nothing, escapes everything."""
+
+from __future__ import annotations
+
+import json
+from html.parser import HTMLParser
+from pathlib import Path
+
+from podsweeper.cli import main
+from podsweeper.config import Settings
+from podsweeper.html import build, page
+from podsweeper.replay import replay
+from tests.fixtures import scenarios
+from tests.fixtures.builders import at, container_status, event, job, pod, set_conditions
+
+FIXTURES = Path(scenarios.__file__).parent
+SEED_2 = str(FIXTURES / "seed-experiment-2.jsonl")
+HOSTILE = "<script>alert(1)</script>"
+
+
+def fixture_pods(path: str) -> set[str]:
+    names = set()
+    for line in Path(path).read_text().splitlines():
+        data = json.loads(line).get("data") or {}
+        if data.get("kind") == "Pod":
+            names.add(data["metadata"]["name"])
+    return names
+
+
+class Tags(HTMLParser):
+    """Every tag and attribute of a page, as a browser's tokenizer would see them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.attributes: list[tuple[str, str]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.attributes += [(name, value or "") for name, value in attrs]
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def parsed(text: str) -> Tags:
+    tags = Tags()
+    tags.feed(text)
+    tags.close()
+    return tags
+
+
+def assert_fetches_nothing(text: str) -> None:
+    assert "http://" not in text and "https://" not in text
+    tags = parsed(text)
+    assert "script" not in tags.tags and "iframe" not in tags.tags and "img" not in tags.tags
+    for name, value in tags.attributes:
+        assert not name.startswith("on"), (name, value)
+        if name in ("src", "href", "xlink:href", "action", "srcset"):
+            assert value.startswith(("data:", "#")), (name, value)
+    assert "@import" not in text and "url(" not in text.replace("url(#crash)", "")
+
+
+def test_seed_experiment_2_page_names_every_pod_and_every_rule():
+    run = replay([SEED_2], Settings())
+    text = page(run)
+    visible = " ".join(parsed(text).text)
+    pods = fixture_pods(SEED_2)
+    assert len(pods) == 4
+    for name in pods:
+        assert name in visible, name
+    rules = {a.decision.rule.value for s in run.steps for a in s.outcome.applied}
+    assert rules == {"finished-job-active-pod", "no-backoff-limit"}
+    for rule in rules:
+        assert rule in visible, rule
+    assert "PyTorchJob default/pytest" in visible
+    assert_fetches_nothing(text)
+
+
+def test_model_of_seed_experiment_2():
+    model = build(replay([SEED_2], Settings()))
+    (pytest_job,) = model.jobs
+    assert [s.label for s in pytest_job.job_row.spans] == ["created", "running", "finished: Succeeded"]
+    rows = {row.label: row for row in pytest_job.pod_rows}
+    assert sorted(rows) == sorted(fixture_pods(SEED_2))
+    worker = rows["pytest-worker-0"]
+    assert worker.spans[-1].end is not None  # ended where podsweeper deleted it
+    assert [m.label for m in worker.marks if m.kind == "restart"] == ["1"]
+    # the recording goes on after the delete: restarts 2, 2, 4, shown as ignored
+    assert [m.label for m in worker.marks if m.kind == "ignored"] == ["2", "2", "4"]
+    assert rows["pytest-master-0"].spans[-1].end is None  # still there at the end
+    assert [(d.action, d.result) for d in pytest_job.decisions] == [("warn", "warned")] + [
+        ("delete", "deleted")
+    ] * 3
+    assert sorted(e.pod for e in pytest_job.evidence) == [f"default/pytest-worker-{i}" for i in range(3)]
+    assert all(e.containers[0].exit_code == 1 for e in pytest_job.evidence)
+
+
+def test_every_fixture_renders_without_fetches():
+    paths = sorted(str(p) for p in FIXTURES.glob("*.jsonl"))
+    for path in [*paths, *sorted(str(p) for p in (FIXTURES / "recorded").glob("*.jsonl"))]:
+        text = page(replay([path], Settings()))
+        assert_fetches_nothing(text)
+        for name in fixture_pods(path):
+            assert name in text, (path, name)
+
+
+def hostile_stream(tmp_path: Path) -> Path:
+    j = job(name=HOSTILE, replicas={"Worker": 1})
+    crashed = container_status(state="terminated", exit_code=1, reason='"><img src=x onerror=alert(2)>')
+    worker = pod(j, "Worker", 0, phase="Running", containers=[crashed])
+    events = [
+        event("add", j, at(0)),
+        event("add", worker, at(1)),
+        event("update", set_conditions(j, [("Created", at(0)), ("Failed", at(20))]), at(20)),
+    ]
+    path = tmp_path / "hostile.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    return path
+
+
+def test_hostile_names_are_escaped(tmp_path):
+    run = replay([str(hostile_stream(tmp_path))], Settings())
+    deleted = [a.decision for s in run.steps for a in s.outcome.applied if a.result == "deleted"]
+    assert [d.name for d in deleted] == [f"{HOSTILE}-worker-0"]  # the stream does reach a delete
+    text = page(run)
+    assert "<script" not in text and "<img" not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;-worker-0" in text
+    assert "&quot;&gt;&lt;img src=x onerror=alert(2)&gt;" in text
+    visible = " ".join(parsed(text).text)
+    assert f"{HOSTILE}-worker-0" in visible  # shown as text, not markup
+    assert_fetches_nothing(text)
+
+
+def test_cli_writes_the_page_and_still_prints(tmp_path, capsys):
+    out = tmp_path / "replay.html"
+    assert main(["replay", SEED_2, "--html", str(out)]) == 0
+    printed = capsys.readouterr()
+    assert "3 x delete (finished-job-active-pod)" in printed.out
+    assert f"wrote {out}" in printed.err
+    assert out.read_text(encoding="utf-8") == page(replay([SEED_2], Settings()))
+
+
+def test_cli_html_with_json_keeps_stdout_json(tmp_path, capsys):
+    out = tmp_path / "replay.html"
+    assert main(["replay", SEED_2, "--json", "--html", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4 and all(json.loads(line)["rule"] for line in lines)
+    assert out.exists()
+
+
+def test_cli_unwritable_html_is_exit_2(tmp_path, capsys):
+    assert main(["replay", SEED_2, "--html", str(tmp_path / "missing-dir" / "x.html")]) == 2
+    assert "podsweeper replay:" in capsys.readouterr().err
+
+
+def test_job_states_suspended_by_podsweeper_then_watched_suspended_and_deleted(tmp_path):
+    j = job(conditions=[("Created", at(0)), ("Running", at(2))])
+    looping = pod(
+        j,
+        "Worker",
+        0,
+        phase="Running",
+        containers=[container_status(state="waiting", reason="CrashLoopBackOff", restarts=6, last_exit=1)],
+    )
+    suspended = set_conditions(j, [("Created", at(0)), ("Suspended", at(90))])
+    suspended["spec"]["runPolicy"]["suspend"] = True
+    events = [
+        event("add", j, at(0)),
+        event("add", looping, at(60)),
+        event("update", suspended, at(90)),
+        event("delete", suspended, at(120)),
+    ]
+    path = tmp_path / "suspend.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    run = replay([str(path)], Settings(crashloop_action="suspend"))
+    (view,) = build(run).jobs
+    # podsweeper suspends it at 60s (the watch confirms at 90s: same state), then it is deleted
+    assert [(s.label, s.start) for s in view.job_row.spans] == [
+        ("created", at(0)),
+        ("suspended", at(60)),
+        ("deleted", at(120)),
+    ]
+    assert view.job_row.spans[1].note == "suspended by podsweeper"
+    assert [(d.action, d.result) for d in view.decisions if d.rule == "crash-loop"] == [
+        ("suspend", "suspended")
+    ]
+    text = page(run)
+    assert "decision-suspend" in text and "suspended by podsweeper" in text
