@@ -48,6 +48,10 @@ bench: $(FULL_STAMP)
 dev: $(FULL_STAMP)
 	$(PY) -m tests.stack --kubeconfig $(CURDIR)/out/dev.kubeconfig --namespace dev
 
+## Seeded bugs, one at a time in a temporary copy: each must be caught (writes docs/mutants.md).
+mutants: $(UNIT_STAMP)
+	$(PY) -m tests.mutants
+
 fixtures: $(UNIT_STAMP)
 	$(PY) -m tests.fixtures.scenarios
 

@@ -19,6 +19,7 @@ from podsweeper.actions import Applied, carry_out
 from podsweeper.cluster.base import Cluster, JobUnknown
 from podsweeper.config import Settings
 from podsweeper.decisions import Action, Decision, Result
+from podsweeper.errors import ApiUnavailable
 from podsweeper.intake import Ignored, Intake, ObjectChange, ReferenceChange, SweepRequest, Trigger
 from podsweeper.model import JobRef, Verb
 from podsweeper.ownership import has_current_labels
@@ -248,8 +249,14 @@ class Pipeline:
                 return self._stopped(
                     f"at PODSWEEPER_MAX_DELETES_PER_EVENT after {index} of {len(order)} jobs"
                 )
-            result = self._run_pass(candidates[key], cluster, now)
-            left -= act(result.decisions, min(result.bound, left))
+            try:
+                result = self._run_pass(candidates[key], cluster, now)
+                left -= act(result.decisions, min(result.bound, left))
+            except ApiUnavailable:
+                if deadline is None or time.monotonic() < deadline - 0.1:
+                    raise  # the API failed: 503, the source retries
+                # Out of time within a pass: what it did is reported; this job comes first next time.
+                return self._stopped(f"at its time bound in the pass of job {index + 1} of {len(order)}")
             self._resume_after = key
         self._resume_after = None
         return f"swept {len(order)} job(s) needing action"

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from tests.reliability.world import JobSpec, PodSpec
+from tests.reliability.world import T0, JobSpec, PodSpec
 
 GROUP = "kubeflow.org"
 VERSIONS = {
@@ -168,7 +168,7 @@ class World:
             age = None if pod.created is None else (now - pod.created).total_seconds()
             if age is not None and age >= self.settings["orphan_grace_seconds"]:
                 named = ("orphan", "delete")
-        elif suspended(job):
+        elif suspended(job) or (finished(job) and self.left_to_operator(job, pod, now)):
             return None
         elif finished(job) and pod.phase in ("Pending", "Running") and self.settings["sweep_active_pods"]:
             named = ("finished-job-active-pod", "delete")
@@ -189,6 +189,15 @@ class World:
             return None
         opted_out = is_true(pod.skip) or (job != GONE and is_true(job.skip))
         return (named[0], "skip") if opted_out else named
+
+    def left_to_operator(self, job: JobSpec, pod: PodSpec, now: datetime) -> bool:
+        """Whether the operator's own cleanup still has time for this pod: its cleanPodPolicy
+        names it (Running: Pending/Running pods; All: every pod) and the job finished (every
+        generated condition turned at T0) less than the operator grace ago."""
+        policy = clean_pod_policy(job)
+        owned = policy == "All" or (policy == "Running" and pod.phase in ("Pending", "Running"))
+        grace = self.settings.get("operator_grace_seconds", 30)
+        return owned and (now - T0).total_seconds() < grace
 
     def warns_no_backoff_limit(self, job: JobSpec) -> bool | None:
         """True/False when behaviour.md decides; None when it depends on an unstated default."""

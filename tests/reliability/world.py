@@ -305,7 +305,8 @@ def _job_line(draw, index: int) -> list[JobSpec]:
             name=name,
             uid=f"job-{index}-{life}-{kind}-{namespace}-{name}",
             run_policy_clean=draw(st.sampled_from(CLEAN_POLICIES)),
-            top_level_clean=draw(st.sampled_from(CLEAN_POLICIES)) if kind == "MPIJob" else None,
+            # MPIJob top-level "All" twice as likely: it is the case a deprecated field decides most.
+            top_level_clean=draw(st.sampled_from(("All", *CLEAN_POLICIES))) if kind == "MPIJob" else None,
             backoff_limit=draw(st.sampled_from([None, None, None, 0, 3])),
             active_deadline=draw(st.sampled_from([None, None, None, 600])),
             restart_policy=draw(st.sampled_from(RESTART_POLICIES)),
