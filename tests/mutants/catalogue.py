@@ -45,8 +45,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "failed-not-finished",
         "objects.py",
-        'finished = "Failed" if "Failed" in true_types else "Succeeded"',
-        'finished = None if "Failed" in true_types else "Succeeded"',
+        'finished = "Failed" if "Failed" in true else "Succeeded"',
+        'finished = None if "Failed" in true else "Succeeded"',
         "a job with a Failed condition is treated as not finished",
     ),
     Mutant(
@@ -73,8 +73,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "clean-pod-policy-running",
         "engine.py",
-        'if job is None or not job.finished or job.clean_pod_policy != "All":',
-        'if job is None or not job.finished or job.clean_pod_policy not in ("All", "Running"):',
+        "if job is None or not job.finished or job.clean_pod_policy is not CleanPodPolicy.ALL:",
+        "if job is None or not job.finished or job.clean_pod_policy is CleanPodPolicy.NONE:",
         "cleanPodPolicy Running treated like All: terminated pods kept for debugging are deleted",
     ),
     Mutant(
@@ -96,7 +96,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "actions.py",
         "elif budget <= 0:",
         "elif budget < 0:",
-        "bounded deletes: one delete more than PODSWEEPER_MAX_DELETES_PER_EVENT",
+        "bounded deletes: one delete more than the pass's bound",
     ),
     Mutant(
         "sweep-active-pods-ignored",
@@ -115,8 +115,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "crash-loop-warning-dropped",
         "actions.py",
-        "                cluster.record_event(warning_event(decision, now))\n                result = Result.WARNED",
-        "                result = None",
+        "                written = cluster.record_event(warning_event(decision, now))\n"
+        "                outcome = Result.WARNED if written else Result.ALREADY_WARNED",
+        "                outcome = None",
         "crash-loop / no-backoff-limit: the Warning is never written",
     ),
     Mutant(
@@ -125,5 +126,33 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if owner is not None and owner.suspended:\n            continue",
         "        if False:\n            continue",
         "a suspended job's pods are deleted (the operator owns them)",
+    ),
+    Mutant(
+        "operator-grace-ignored",
+        "engine.py",
+        "    if not job.finished or job.finished_at is None or not operator_deletes(pod, job):",
+        "    if True:",
+        "under cleanPodPolicy Running/All podsweeper races the operator's own cleanup",
+    ),
+    Mutant(
+        "job-bound-ignored",
+        "engine.py",
+        "    return declared + max(MIN_STRAGGLERS, int(declared * STRAGGLER_MARGIN))",
+        "    return 10**9",
+        "bounded deletes: a job pass deletes beyond what its job declares",
+    ),
+    Mutant(
+        "rewarn-every-pass",
+        "cluster/simulated.py",
+        "        if not _grew(existing.record.progress, event.progress):",
+        "        if False:",
+        "crash-loop warnings written again with no new crash (counts follow passes)",
+    ),
+    Mutant(
+        "suspend-kueue-job",
+        "objects.py",
+        "    if KUEUE_QUEUE_LABEL in labels:",
+        "    if False:",
+        "a job Kueue queues is suspended by podsweeper (Kueue drives suspend itself)",
     ),
 )
