@@ -8,5 +8,6 @@ ADAPTER_EVENTING_VERSION = "v0.49.2"
 # Where the real Kubeflow training CRDs come from: the operator's own Go module, fetched with
 # `go mod download` (the Go module proxy is reachable, GitHub release assets are not).
 TRAINING_OPERATOR_MODULE = "github.com/kubeflow/training-operator"
-TRAINING_OPERATOR_VERSION = "v1.9.2"
+# v1.9.4: the operator the test world runs (tests/world), the first on Kubernetes 0.36.
+TRAINING_OPERATOR_VERSION = "v1.9.4"
 TRAINING_OPERATOR_CRD_DIR = "manifests/base/crds"

@@ -17,13 +17,15 @@ import time
 from pathlib import Path
 
 from tests.controlplane.build import GoBinary, cache_root, ensure_built
-from tests.controlplane.versions import KUBERNETES_VERSION
+from tests.controlplane.versions import (
+    KUBERNETES_VERSION,
+    TRAINING_OPERATOR_MODULE,
+    TRAINING_OPERATOR_VERSION,
+)
 
 HERE = Path(__file__).parent
 CONTROLPLANE_GOMOD = HERE.parent / "controlplane" / "gomod"
 
-TRAINING_OPERATOR_MODULE = "github.com/kubeflow/training-operator"
-TRAINING_OPERATOR_VERSION = "v1.9.4"
 KWOK_MODULE = "sigs.k8s.io/kwok"
 KWOK_VERSION = "v0.8.0"
 

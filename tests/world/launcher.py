@@ -94,14 +94,6 @@ class _Process:
             )
 
 
-def training_crds_v194() -> list[dict]:
-    """The CRDs of the operator we run (v1.9.4), from its Go module."""
-    crd_dir = (
-        go_module_dir(build.TRAINING_OPERATOR_MODULE, build.TRAINING_OPERATOR_VERSION) / "manifests/base/crds"
-    )
-    return [d for p in sorted(crd_dir.glob("kubeflow.org_*.yaml")) for d in load_yaml(p)]
-
-
 class World:
     """Controller manager, scheduler, kwok nodes and the training operator on a ControlPlane.
 
@@ -151,7 +143,6 @@ class World:
             self.workdir = Path(tempfile.mkdtemp(prefix="podsweeper-world-"))
             self._api = requests.Session()
             self._api.headers["Authorization"] = f"Bearer {self.control_plane.tokens['admin']}"
-            self._phase("crds", self._install_crds)
             kubeconfig = str(self.control_plane.admin_kubeconfig)
             self._phase("controllers", lambda: self._start_kube(bins, kubeconfig))
             self._phase("kwok", lambda: self._start_kwok(bins["kwok"], kubeconfig))
@@ -199,31 +190,6 @@ class World:
         return self.workdir / f"{name}.log"
 
     # -- phases ------------------------------------------------------------------------
-
-    def _install_crds(self) -> None:
-        """Server-side apply v1.9.4's CRDs over whatever the control plane installed (v1.9.2)."""
-        crds = training_crds_v194()
-        for crd in crds:
-            self._request(
-                "PATCH",
-                f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
-                "?fieldManager=podsweeper-world&force=true",
-                body=crd,
-                content_type="application/apply-patch+yaml",
-            )
-        names = {c["metadata"]["name"] for c in crds}
-
-        def established() -> bool:
-            items = self._request("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions")["items"]
-            return names <= {
-                i["metadata"]["name"]
-                for i in items
-                if any(
-                    c["type"] == "Established" and c["status"] == "True" for c in i["status"]["conditions"]
-                )
-            }
-
-        self._wait("training CRDs v1.9.4 Established", established)
 
     def _start_kube(self, bins: dict, kubeconfig: str) -> None:
         self._spawn(
