@@ -21,7 +21,7 @@ from podsweeper.config import Settings
 from podsweeper.decisions import Action, Decision, Result
 from podsweeper.errors import ApiUnavailable
 from podsweeper.intake import Ignored, Intake, ObjectChange, ReferenceChange, SweepRequest, Trigger
-from podsweeper.model import JobRef, Verb
+from podsweeper.model import Job, JobRef, Verb
 from podsweeper.ownership import has_current_labels
 from podsweeper.report import log_decision
 from podsweeper.triage import JobPass, PassReason, in_scope, triage_object
@@ -190,9 +190,9 @@ class Pipeline:
     ) -> str:
         """Backstop: find jobs whose listed state needs action, then run a normal pass on each.
 
-        Each scope's jobs are listed into an index, then its pods are streamed page by page,
-        each page decided and dropped: memory holds the jobs and the candidates, never all
-        pods. A job created after its index was read makes its pods look orphaned here, but
+        Each scope's pods are streamed page by page, each page decided and dropped, against an
+        index of the jobs of each kind met (listed when its first pod shows up): memory holds
+        the jobs and the candidates, never all pods. A job created after its index was read makes its pods look orphaned here, but
         every candidate is re-read by its pass before anything is decided. The sweep stops at
         its time bound or its delete cap (PODSWEEPER_MAX_DELETES_PER_EVENT) and the next one
         continues after the last job it passed.
@@ -201,10 +201,16 @@ class Pipeline:
         leftover: dict[tuple[str, str], int] = defaultdict(int)  # (namespace, rule) -> GPUs
         scopes: list[str | None] = [*sorted(self.settings.namespace_set)] or [None]
         for namespace in scopes:
-            jobs = {job.ref.key: job for job in cluster.list_jobs(namespace)}
+            # Each kind's jobs are listed once, when its first pod shows up: no LIST for a kind
+            # the scope runs none of.
+            indexes: dict[str, dict[JobKey, Job]] = {}
             for pod in cluster.list_training_pods(namespace):
                 if pod.job is None or in_scope(pod.namespace, self.settings) is not None:
                     continue
+                kind = pod.job.kind
+                if kind.kind not in indexes:
+                    indexes[kind.kind] = {job.ref.key: job for job in cluster.list_jobs(namespace, kind)}
+                jobs = indexes[kind.kind]
                 key = pod.job.key
                 ref = JobRef(pod.job.kind, pod.namespace, pod.job.name)
                 listed = engine.decide_pods(ref, jobs.get(key), [pod], now, self.settings)

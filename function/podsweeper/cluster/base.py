@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Protocol
 
 from podsweeper.decisions import Result
+from podsweeper.kinds import TrainingKind
 from podsweeper.model import EventRecord, Job, JobRef, Pod
 
 
@@ -50,5 +51,6 @@ class Cluster(Protocol):
     def list_training_pods(self, namespace: str | None) -> Iterator[Pod]:
         """Every pod carrying a training job label (paginated); namespace None = all."""
 
-    def list_jobs(self, namespace: str | None) -> Iterator[Job]:
-        """Every training job of every registered kind (paginated); namespace None = all."""
+    def list_jobs(self, namespace: str | None, kind: TrainingKind | None = None) -> Iterator[Job]:
+        """Every training job of `kind` (None: every registered kind), paginated; namespace
+        None = all."""

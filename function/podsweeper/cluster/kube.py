@@ -352,10 +352,10 @@ class KubeCluster:
                     seen.add(pod.uid)
                     yield pod
 
-    def list_jobs(self, namespace: str | None) -> Iterator[Job]:
-        for kind in kinds.TRAINING_KINDS:
-            for version in kind.versions:
-                yield from self._list_kind(kind, version, namespace)
+    def list_jobs(self, namespace: str | None, kind: kinds.TrainingKind | None = None) -> Iterator[Job]:
+        for listed in kinds.TRAINING_KINDS if kind is None else (kind,):
+            for version in listed.versions:
+                yield from self._list_kind(listed, version, namespace)
 
     def _list_kind(self, kind: kinds.TrainingKind, version: str, namespace: str | None) -> Iterator[Job]:
         what = f"list {kind.plural}.{version}"

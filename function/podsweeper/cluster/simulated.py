@@ -14,6 +14,7 @@ from itertools import count
 
 from podsweeper.cluster.base import JobUnknown
 from podsweeper.decisions import Result
+from podsweeper.kinds import TrainingKind
 from podsweeper.model import EventRecord, Job, JobRef, Pod, Verb
 from podsweeper.ownership import has_training_label, labelled_job_names, labels_name_job
 
@@ -155,7 +156,7 @@ class SimulatedCluster:
             if (namespace is None or ns == namespace) and has_training_label(pod.labels):
                 yield pod
 
-    def list_jobs(self, namespace: str | None) -> Iterator[Job]:
+    def list_jobs(self, namespace: str | None, kind: TrainingKind | None = None) -> Iterator[Job]:
         for job in list(self.jobs.values()):
-            if namespace is None or job.namespace == namespace:
+            if (namespace is None or job.namespace == namespace) and (kind is None or job.kind == kind):
                 yield job
