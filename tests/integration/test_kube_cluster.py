@@ -244,3 +244,29 @@ def _eventually(check, seconds: float = 10.0) -> bool:
         if time.monotonic() > deadline:
             return False
         time.sleep(0.2)
+
+
+def test_a_300_pod_job_is_cleaned_by_its_own_event(control_plane, operator, namespace):
+    """Bounded by what the job declares (300 workers), not by the fixed cap: one event deletes
+    them all, concurrently, within the event's time bound; one PodsCleanedUp records it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    job = operator.create_job(replicas={"Worker": 300})
+    with ThreadPoolExecutor(8) as pool:
+        pods = list(pool.map(lambda i: operator.create_pod(job, "Worker", i), range(300)))
+    for pod in pods[:5]:
+        operator.set_pod_status(pod, "Running")
+    job = operator.set_job_conditions(job, [("Created", at(0)), ("Running", at(2)), ("Succeeded", at(30))])
+    service = Service(
+        Settings(max_deletes_per_event=100, event_timeout_seconds=30),
+        kubeconfig=str(control_plane.function_kubeconfig),
+    )
+    started = time.monotonic()
+    outcome = handle(service, event("update", job, at(40)))
+    took = time.monotonic() - started
+    results = [a.result for a in outcome.applied]
+    assert results == [Result.DELETED] * 300 and outcome.deferred == 0, sorted(set(results))
+    assert operator.pod_names() == []
+    (cleaned,) = operator.events("PodsCleanedUp")
+    assert cleaned.message.startswith("podsweeper deleted 300 pod(s)")
+    print(f"300-pod job cleaned by one event in {took:.2f} s")
