@@ -26,6 +26,11 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("files", nargs="+", metavar="FILE.jsonl")
     replay.add_argument("--json", action="store_true", help="one JSON object per decision per line")
     replay.add_argument(
+        "--no-final-sweep",
+        action="store_true",
+        help="leave out the sweep the replay runs after the last event (what the PingSource would do)",
+    )
+    replay.add_argument(
         "--html",
         metavar="OUT.html",
         help="also write one self-contained HTML page with a timeline per job "
@@ -61,7 +66,12 @@ def _replay(args: argparse.Namespace) -> int:
     if not args.json:
         print_header(args.files, sys.stdout)
     try:
-        run = replay(args.files, settings, on_step=lambda step: printer(step, sys.stdout))
+        run = replay(
+            args.files,
+            settings,
+            on_step=lambda step: printer(step, sys.stdout),
+            final_sweep=not args.no_final_sweep,
+        )
     except MalformedLine as error:
         print(f"podsweeper replay: malformed event at {error}", file=sys.stderr)
         return 2

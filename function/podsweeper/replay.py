@@ -17,7 +17,7 @@ from typing import TextIO
 from podsweeper.cluster.simulated import SimulatedCluster
 from podsweeper.config import Settings
 from podsweeper.errors import BadEvent
-from podsweeper.intake import Intake, ObjectChange, parse_event
+from podsweeper.intake import PING_TYPE, EventAttributes, Intake, ObjectChange, SweepRequest, parse_event
 from podsweeper.objects import json_bytes
 from podsweeper.pipeline import Outcome, Pipeline
 
@@ -37,6 +37,7 @@ class ReplayStep:
     time: datetime
     outcome: Outcome
     observed: str | None  # why the event itself was ignored by the simulated cluster
+    final: bool = False  # the sweep the replay runs after the last event
 
 
 @dataclass
@@ -66,10 +67,22 @@ def read_events(path: str, stream: TextIO) -> Iterator[tuple[int, Intake, dateti
         yield number, intake, intake.attributes.time
 
 
+FINAL_SWEEP = "(final sweep)"
+
+
 def replay(
-    paths: list[str], settings: Settings, on_step: Callable[[ReplayStep], None] | None = None
+    paths: list[str],
+    settings: Settings,
+    on_step: Callable[[ReplayStep], None] | None = None,
+    final_sweep: bool = True,
 ) -> ReplayRun:
-    """Replay files in order against one simulated cluster. Raises MalformedLine."""
+    """Replay files in order against one simulated cluster. Raises MalformedLine.
+
+    Watches interleave: a job's Failed update can arrive before the pod events of the same
+    moments, and the live function, which re-reads the cluster, still finds those pods. So
+    the replay ends with the sweep the PingSource would run, at the latest time the stream
+    showed: whatever order the events came in, it reaches what the live function reaches.
+    """
     run = ReplayRun()
     pipeline = Pipeline(run.cluster, settings, concurrent_deletes=False)
     for path in paths:
@@ -85,4 +98,12 @@ def replay(
                 run.steps.append(step)
                 if on_step is not None:
                     on_step(step)
+    if final_sweep and run.steps:
+        last = max(step.time for step in run.steps)
+        attributes = EventAttributes(id="final-sweep", source="podsweeper-replay", type=PING_TYPE, time=last)
+        intake = Intake(attributes, SweepRequest())
+        step = ReplayStep(FINAL_SWEEP, 0, intake, last, pipeline.handle(intake, last), None, final=True)
+        run.steps.append(step)
+        if on_step is not None:
+            on_step(step)
     return run

@@ -26,6 +26,8 @@ def _what(step: ReplayStep) -> str:
     if isinstance(trigger, ReferenceChange):
         return f"reference {verb} {trigger.namespace}/{trigger.name}"
     if isinstance(trigger, SweepRequest):
+        if step.final:
+            return "final sweep: what the PingSource would run next (--no-final-sweep leaves it out)"
         return "ping: backstop sweep"
     return f"{step.intake.attributes.type} (ignored: {trigger.reason})"
 

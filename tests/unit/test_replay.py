@@ -48,7 +48,8 @@ def test_seed_experiment_1_ends_with_nothing_left_to_delete():
         ("rule-finished-job-active-pod", {("finished-job-active-pod", "delete"): 2}),
         ("rule-clean-pod-policy-all", {("clean-pod-policy-all", "delete"): 3}),
         ("rule-orphan", {("orphan", "delete"): 3}),
-        ("rule-crash-loop", {("crash-loop", "warn"): 2, ("no-backoff-limit", "warn"): 1}),
+        # two warnings as the restarts grow, and the final sweep's (already-warned) one
+        ("rule-crash-loop", {("crash-loop", "warn"): 3, ("no-backoff-limit", "warn"): 1}),
         ("rule-no-backoff-limit", {("no-backoff-limit", "warn"): 1}),
     ],
 )
@@ -119,3 +120,25 @@ def test_malformed_line_stops_with_exit_2_naming_file_and_line(tmp_path, bad_lin
 def test_missing_file_is_a_clear_error(tmp_path, capsys):
     assert main(["replay", str(tmp_path / "nope.jsonl")]) == 2
     assert "nope.jsonl" in capsys.readouterr().err
+
+
+def test_out_of_order_streams_reach_the_live_functions_deletes_through_the_final_sweep():
+    """The job's Succeeded arrives before any pod event: only the final sweep finds the
+    workers, and it deletes what the in-order replay (and the live function) deletes."""
+    in_order = deletes(replay([SEED_2], Settings()))
+    out_of_order = str(FIXTURES / "seed-experiment-2-out-of-order.jsonl")
+    run = replay([out_of_order], Settings())
+    assert deletes(run) == in_order == ["pytest-worker-0", "pytest-worker-1", "pytest-worker-2"]
+    final = run.steps[-1]
+    assert final.final and final.path == "(final sweep)" and final.time == max(s.time for s in run.steps)
+    assert sorted(a.decision.name for a in final.outcome.applied if a.result == "deleted") == in_order
+    assert deletes(replay([out_of_order], Settings(), final_sweep=False)) == []
+
+
+def test_no_final_sweep_on_the_command_line(capsys):
+    out_of_order = str(FIXTURES / "seed-experiment-2-out-of-order.jsonl")
+    assert main(["replay", out_of_order, "--json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {line["file"] for line in lines if line["action"] == "delete"} == {"(final sweep)"}
+    assert main(["replay", out_of_order, "--json", "--no-final-sweep"]) == 0
+    assert not [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"delete"' in line]
