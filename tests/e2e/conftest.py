@@ -86,7 +86,7 @@ def make_stack(request, receive_adapter, control_plane, namespace):
 
     def make(mode: str = "Resource", env: dict | None = None) -> Stack:
         function_env = {"PODSWEEPER_ORPHAN_GRACE_SECONDS": str(ORPHAN_GRACE_SECONDS), **(env or {})}
-        stack = Stack(control_plane, namespace, mode=mode, function_env=function_env)
+        stack = Stack(control_plane, namespace, world="players", mode=mode, function_env=function_env)
         stacks.append(stack)
         return stack.start()
 

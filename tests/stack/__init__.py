@@ -1,5 +1,16 @@
 """The whole podsweeper path on one machine: control plane, function, Knative's receive adapter.
 
+Two worlds around it (`world=`):
+
+- "real": tests/world on the same control plane: kube-controller-manager (garbage collector),
+  kube-scheduler, kwok GPU nodes (the simulated kubelet) and the Kubeflow training operator
+  v1.9.4 with its admission webhooks. Jobs are created as a user creates them; the operator
+  makes the pods and Services and writes the job's status. A World instance may be passed
+  instead, to share one world between several stacks (e.g. a second function instance with
+  other settings); the stack then leaves it running.
+- "players" (the default of `Stack`): no controller at all; the test plays the operator and the
+  kubelet (tests/e2e/players.py), and a minimal "kubelet" below finishes graceful deletions.
+
     kube-apiserver --watch--> apiserver_receive_adapter --CloudEvents/HTTP--> functions-framework
           ^                                                                        |
           +---------------- GET job, LIST pods, DELETE pod, create Event ----------+
@@ -11,12 +22,15 @@
   PODSWEEPER_* variables;
 - the adapter runs the shipped knative/source/apiserversource.yaml restricted to the namespace,
   as podsweeper/podsweeper-source with knative/source/rbac.yaml (tests/adapter/launcher.py);
-- a "kubelet" finishes graceful pod deletions: without a kubelet a deleted pod that is bound
-  to a node stays Terminating forever, while a real kubelet stops its containers and then
-  removes it (delete with grace period 0).
+- players world only: a "kubelet" finishes graceful pod deletions: without a kubelet a deleted
+  pod that is bound to a node stays Terminating forever, while a real kubelet stops its
+  containers and then removes it (delete with grace period 0). In the real world kwok does it.
 
-`python -m tests.stack --kubeconfig PATH --namespace NS` runs it by hand (see __main__.py);
-the e2e tests use `Stack` with their own control plane and namespace.
+The function acts in `namespaces` (PODSWEEPER_NAMESPACES); the adapter watches those plus
+`watch_namespaces` (so events from a namespace outside the function's scope really arrive).
+
+`python -m tests.stack --kubeconfig PATH --namespace NS [--world real|players]` runs it by
+hand (see __main__.py); the e2e tests use `Stack` with their own control plane and namespaces.
 """
 
 from __future__ import annotations
@@ -213,25 +227,39 @@ class Kubelet:
             self._thread.join(timeout=2.0)
 
 
+WORLDS = ("real", "players")
+
+
 class Stack:
-    """Function + receive adapter (+ kubelet) for one namespace, on a running control plane.
+    """Function + receive adapter (+ world) for some namespaces, on a running control plane.
 
     `Stack.on(control_plane, namespace)` starts everything and returns once the adapter is
     watching; `stop()` (or leaving the `with` block) tears it down in reverse order.
+    `namespace` is one name or a list: the namespaces the function acts in (all created);
+    `watch_namespaces` adds namespaces only the adapter watches (created too).
     """
 
     def __init__(
         self,
         control_plane,
-        namespace: str,
+        namespace: str | list[str],
         *,
+        world="players",
+        watch_namespaces: list[str] | None = None,
         mode: str = "Resource",
         function_env: dict | None = None,
         log=sys.stderr,
         kubelet_delay: float = 0.0,
     ):
         self.cp = control_plane
-        self.namespace = namespace
+        self.namespaces = [namespace] if isinstance(namespace, str) else list(namespace)
+        self.namespace = self.namespaces[0]
+        self.watched = self.namespaces + [n for n in watch_namespaces or () if n not in self.namespaces]
+        if isinstance(world, str) and world not in WORLDS:
+            raise ValueError(f"world must be one of {WORLDS} or a running World, not {world!r}")
+        self.world_kind = world if isinstance(world, str) else "real"
+        self.world = None if isinstance(world, str) else world
+        self._own_world = isinstance(world, str) and world == "real"
         self.mode = mode
         self.function_env = dict(function_env or {})
         self.log = log
@@ -240,7 +268,12 @@ class Stack:
         self.admin_api = None
         self.function: FunctionServer | None = None
         self.adapter = None
-        self.kubelet: Kubelet | None = None
+        self.kubelets: list[Kubelet] = []
+
+    @property
+    def kubelet(self) -> Kubelet | None:
+        """The players world's kubelet of the first namespace (None in the real world)."""
+        return self.kubelets[0] if self.kubelets else None
 
     @classmethod
     def on(cls, control_plane, namespace: str, **kwargs) -> Stack:
@@ -260,16 +293,23 @@ class Stack:
 
         try:
             self.admin_api = self.cp.api_client("admin")
-            try:
-                client.CoreV1Api(self.admin_api).create_namespace({"metadata": {"name": self.namespace}})
-            except ApiException as error:
-                if error.status != 409:
-                    raise
+            for namespace in self.watched:
+                try:
+                    client.CoreV1Api(self.admin_api).create_namespace({"metadata": {"name": namespace}})
+                except ApiException as error:
+                    if error.status != 409:
+                        raise
             install_source_rbac(self.admin_api)
-            self.kubelet = Kubelet(self.admin_api, self.namespace, delay=self.kubelet_delay).start()
+            if self._own_world:
+                from tests.world.launcher import World
+
+                self.world = World(self.cp, log=self.log).start()
+            elif self.world_kind == "players":
+                for namespace in self.watched:
+                    self.kubelets.append(Kubelet(self.admin_api, namespace, delay=self.kubelet_delay).start())
             self.function = FunctionServer(
                 self.cp.function_kubeconfig,
-                [self.namespace],
+                self.namespaces,
                 env=self.function_env,
                 workdir=self.workdir,
                 log=self.log,
@@ -290,7 +330,7 @@ class Stack:
         source_kubeconfig = self.cp.write_kubeconfig(self.workdir / "kubeconfig-source", "source")
         self.adapter = ReceiveAdapter(
             source_kubeconfig,
-            source_config([self.namespace], self.mode),
+            source_config(self.watched, self.mode),
             self.function.url,
             workdir=self.workdir,
             log=self.log,
@@ -303,6 +343,8 @@ class Stack:
 
     def check_alive(self) -> None:
         self.cp.check_alive()
+        if self.world is not None:
+            self.world.check_alive()
         if self.function is not None and not self.function.alive():
             raise StackError(f"the function exited:\n{self.function.tail()}")
         if (
@@ -317,8 +359,12 @@ class Stack:
         self.stop_adapter()
         if self.function is not None:
             self.function.stop()
-        if self.kubelet is not None:
-            self.kubelet.stop()
+        for kubelet in self.kubelets:
+            kubelet.stop()
+        self.kubelets.clear()
+        if self.world is not None and self._own_world:
+            self.world.stop()
+            self.world = None
         if self.admin_api is not None:
             self.admin_api.close()
             self.admin_api = None

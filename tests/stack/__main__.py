@@ -1,16 +1,24 @@
-"""`python -m tests.stack --kubeconfig PATH --namespace NS`: try podsweeper by hand.
+"""`python -m tests.stack --kubeconfig PATH --namespace NS [--world real|players]`: try podsweeper by hand.
 
 Starts the control plane (with the Kubeflow training CRDs and the function's RBAC), the
-function under functions-framework and Knative's receive adapter watching NS (created if
-missing), writes an admin kubeconfig (current namespace NS) to PATH, prints `READY` on
-stdout, and runs until SIGTERM/SIGINT, then tears everything down. Progress and where the
-logs are go to stderr. Exits non-zero if a part dies.
+world, the function under functions-framework (acting only in NS: PODSWEEPER_NAMESPACES) and
+Knative's receive adapter watching NS (created if missing), writes an admin kubeconfig
+(current namespace NS) to PATH, prints `READY` on stdout, and runs until SIGTERM/SIGINT,
+then tears everything down. Progress and where the logs are go to stderr. Exits non-zero if
+a part dies.
+
+`--world real` (the default) is tests/world: kube-controller-manager, kube-scheduler, kwok GPU
+nodes and the Kubeflow training operator v1.9.4 with its webhooks; apply a job and the
+operator does the rest:
 
     python -m tests.stack --kubeconfig /tmp/ps.kubeconfig --namespace demo &
     export KUBECONFIG=/tmp/ps.kubeconfig
-    kubectl apply -f my-pytorchjob.yaml        # then play the operator and kubelet:
-    kubectl create -f pods.yaml; kubectl patch ... --subresource=status
+    kubectl apply -f examples/pytorchjob-seed.yaml
+    kubectl get pytorchjobs,pods,services,events -w
     podsweeper record -n demo --out demo.jsonl  # the events the adapter sends, as a file
+
+`--world players` has no controller at all (what the older e2e tests use): create the job's
+pods yourself and write statuses through the status subresources (tests/e2e/players.py).
 """
 
 from __future__ import annotations
@@ -53,6 +61,12 @@ def main(argv: list[str] | None = None) -> int:
         help="namespace the adapter watches and the function acts in (created if missing; default: default)",
     )
     parser.add_argument(
+        "--world",
+        choices=("real", "players"),
+        default="real",
+        help="real: the training operator, GC, scheduler and kwok nodes (default); players: none",
+    )
+    parser.add_argument(
         "--mode",
         choices=("Resource", "Reference"),
         default="Resource",
@@ -78,18 +92,20 @@ def main(argv: list[str] | None = None) -> int:
     from tests.adapter.launcher import AdapterError
     from tests.controlplane.launcher import ControlPlane, ControlPlaneError
     from tests.stack import Stack, StackError
+    from tests.world.launcher import WorldError
 
     stack = None
     try:
         with ControlPlane(log=sys.stderr) as cp:
-            stack = Stack(cp, args.namespace, mode=args.mode, function_env=dict(args.env))
+            stack = Stack(cp, args.namespace, world=args.world, mode=args.mode, function_env=dict(args.env))
             with stack:
                 Path(args.kubeconfig).parent.mkdir(parents=True, exist_ok=True)
                 cp.write_kubeconfig(args.kubeconfig, "admin", namespace=args.namespace)
                 print(
                     f"stack: admin kubeconfig {args.kubeconfig} (namespace {args.namespace}); "
                     f"function {stack.function.url} (log {stack.function.log_path}); "
-                    f"adapter log {stack.adapter.log_path}",
+                    f"adapter log {stack.adapter.log_path}"
+                    + (f"; world logs in {stack.world.workdir}" if stack.world is not None else ""),
                     file=sys.stderr,
                     flush=True,
                 )
@@ -109,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         if stack is not None and not args.keep_logs:
             stack.cleanup()
         return 0
-    except (ControlPlaneError, StackError, AdapterError) as error:
+    except (ControlPlaneError, StackError, AdapterError, WorldError) as error:
         print(f"stack: error: {error}", file=sys.stderr, flush=True)
         if stack is not None:
             print(f"stack: logs kept in {stack.workdir}", file=sys.stderr, flush=True)
