@@ -48,6 +48,11 @@ def _parser() -> argparse.ArgumentParser:
         help="limit to this namespace (repeatable; default PODSWEEPER_NAMESPACES)",
     )
 
+    evidence = sub.add_parser("evidence", help="what made a job's containers fail, as podsweeper kept it")
+    evidence.add_argument("job", metavar="NAMESPACE/JOB")
+    evidence.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG or ~/.kube/config)")
+    evidence.add_argument("--json", action="store_true", help="the records, one JSON object per line")
+
     record = sub.add_parser("record", help="record a watch as ApiServerSource-format CloudEvents")
     record.add_argument("--kubeconfig")
     record.add_argument("-n", "--namespace", required=True)
@@ -123,6 +128,26 @@ def _sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def _evidence(args: argparse.Namespace) -> int:
+    from podsweeper.cluster.kube import connect
+    from podsweeper.kinds import TRAINING_KINDS
+    from podsweeper.model import JobRef
+    from podsweeper.timeline import print_evidence
+
+    namespace, _, name = args.job.partition("/")
+    if not namespace or not name:
+        print("podsweeper evidence: give the job as NAMESPACE/JOB", file=sys.stderr)
+        return 2
+    cluster = connect(load_settings(), args.kubeconfig)
+    # The store is named after the job alone; the kind does not matter for reading it.
+    found = cluster.read_evidence(JobRef(TRAINING_KINDS[0], namespace, name))
+    if found is None:
+        print(f"podsweeper evidence: nothing kept for {namespace}/{name}", file=sys.stderr)
+        return 1
+    print_evidence(f"{namespace}/{name}", found[0], sys.stdout, as_json=args.json)
+    return 0
+
+
 def _record(args: argparse.Namespace) -> int:
     from podsweeper.tools.record import record
 
@@ -130,6 +155,7 @@ def _record(args: argparse.Namespace) -> int:
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "evidence": _evidence,
     "replay": _replay,
     "sweep": _sweep,
     "record": _record,

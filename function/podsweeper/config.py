@@ -43,7 +43,7 @@ class Settings(BaseSettings):
     namespaces: str = Field("", description="comma list of namespaces to act in; empty = all")
     exclude_namespaces: str = Field("kube-system", description="comma list never acted in")
 
-    @field_validator("namespaces", "exclude_namespaces")
+    @field_validator("namespaces", "exclude_namespaces", "evidence_logs_exclude_namespaces")
     @classmethod
     def _namespace_names(cls, value: str) -> str:
         """A name no namespace can have would make every sweep fail: refuse it at start."""
@@ -70,6 +70,13 @@ class Settings(BaseSettings):
     kube_api_burst: int = Field(600, ge=1, description="requests allowed at once above the sustained rate")
     event_timeout_seconds: float = Field(10.0, gt=0, le=300, description="time bound per event")
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest request body accepted")
+    evidence: bool = Field(True, description="keep failures' evidence in a store per job")
+    evidence_log_lines: int = Field(
+        20, ge=0, le=1000, description="last log lines kept per failed container run; 0 = no logs"
+    )
+    evidence_logs_exclude_namespaces: str = Field(
+        "", description="comma list of namespaces whose container logs are never read"
+    )
     gpu_resources: str = Field(
         "nvidia.com/gpu,amd.com/gpu,gpu.intel.com/i915,gpu.intel.com/xe,habana.ai/gaudi",
         description="comma list of the extended resources counted as GPUs in the metrics",
@@ -78,6 +85,10 @@ class Settings(BaseSettings):
     @property
     def namespace_set(self) -> frozenset[str]:
         return _split(self.namespaces)
+
+    @property
+    def evidence_logs_excluded(self) -> frozenset[str]:
+        return _split(self.evidence_logs_exclude_namespaces)
 
     @property
     def gpu_resource_names(self) -> frozenset[str]:

@@ -235,6 +235,7 @@ def _pod_decision(rule: Rule, verdict: Verdict, pod: Pod, owner: Job | None, ctx
         evidence=tuple(c for c in pod.containers if c.has_evidence),
         resource_version=pod.resource_version,
         gpus=pod.gpus(ctx.settings.gpu_resource_names),
+        node=pod.node,
         wasted_since=wasted_since(rule, pod, owner),
     )
 

@@ -67,6 +67,18 @@ class ContainerView:
     exit_code: int | None = None
     reason: str | None = None
     message: str | None = None
+    signal: int | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    # The termination shown is the previous run's (lastState): the container runs again.
+    restarted: bool = False
+
+    @property
+    def failed(self) -> bool:
+        """Its (last) run ended in failure: a non-zero exit, or a reason other than Completed."""
+        if self.exit_code is None:
+            return False
+        return self.exit_code != 0 or (self.reason or "Completed") != "Completed"
 
     @property
     def crash_looping(self) -> bool:
@@ -96,6 +108,7 @@ class Pod:
     started: datetime | None = None  # status.startTime
     # (name, amount) of each extended resource the pod holds, e.g. ("nvidia.com/gpu", 8).
     extended_resources: tuple[tuple[str, int], ...] = ()
+    node: str | None = None
 
     @property
     def active(self) -> bool:

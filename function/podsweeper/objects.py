@@ -62,8 +62,11 @@ class ContainerStateWaiting(_Model):
 
 class ContainerStateTerminated(_Model):
     exitCode: int | None = None
+    signal: int | None = None
     reason: str | None = None
     message: str | None = None
+    startedAt: datetime | None = None
+    finishedAt: datetime | None = None
 
 
 class ContainerState(_Model):
@@ -88,6 +91,10 @@ class ContainerStatus(_Model):
             exit_code=terminated.exitCode if terminated else None,
             reason=terminated.reason if terminated else None,
             message=(terminated.message or "")[:256] or None if terminated else None,
+            signal=terminated.signal if terminated else None,
+            started_at=terminated.startedAt if terminated else None,
+            finished_at=terminated.finishedAt if terminated else None,
+            restarted=state.terminated is None and terminated is not None,
         )
 
 
@@ -128,6 +135,7 @@ class ContainerSpec(_Model):
 
 
 class PodSpec(_Model):
+    nodeName: str | None = None
     containers: list[ContainerSpec] | None = None
     initContainers: list[ContainerSpec] | None = None
 
@@ -326,6 +334,7 @@ def pod_from(obj: PodObject) -> Pod:
         resource_version=meta.resourceVersion,
         started=status.startTime,
         extended_resources=obj.spec.extended_resources() if obj.spec else (),
+        node=obj.spec.nodeName if obj.spec else None,
     )
 
 

@@ -20,8 +20,10 @@ from podsweeper.cluster.base import Cluster, JobUnknown
 from podsweeper.config import Settings
 from podsweeper.decisions import Action, Decision, Result
 from podsweeper.errors import ApiUnavailable
+from podsweeper.evidence import DELETED, TERMINATED, failures_of, failures_of_deleted
 from podsweeper.intake import Ignored, Intake, ObjectChange, ReferenceChange, SweepRequest, Trigger
-from podsweeper.model import Job, JobRef, Verb
+from podsweeper.keeper import EvidenceKeeper
+from podsweeper.model import Job, JobRef, Pod, Verb
 from podsweeper.ownership import has_current_labels
 from podsweeper.report import log_decision
 from podsweeper.triage import JobPass, PassReason, in_scope, triage_object
@@ -81,6 +83,10 @@ class Pipeline:
     _resume_after: JobKey | None = field(default=None, init=False, repr=False)
     _executor: Executor | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _keeper: EvidenceKeeper | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._keeper = EvidenceKeeper(self.settings)
 
     def handle(self, intake: Intake, now: datetime, deadline: float | None = None) -> Outcome:
         """Handle one parsed event. Raises ApiUnavailable when the API fails (-> 503)."""
@@ -117,10 +123,23 @@ class Pipeline:
 
         def act(decisions: list[Decision], budget: int) -> int:
             before = len(outcome.applied)
+            self._keep_before_deleting(decisions, cluster)
             carry_out(decisions, cluster, self.settings, now, report, budget, self._deleter())
             return sum(1 for item in outcome.applied[before:] if item.result is Result.DELETED)
 
         return act
+
+    def _keep_before_deleting(self, decisions: list[Decision], cluster: Cluster) -> None:
+        """The evidence of the pods about to be deleted, logs included, while they still exist."""
+        by_job: dict[JobKey, list[Decision]] = defaultdict(list)
+        for decision in decisions:
+            if decision.action is Action.DELETE and decision.kind == "Pod":
+                by_job[decision.job.key].append(decision)
+        assert self._keeper is not None
+        for deleted in by_job.values():
+            failures = [f for d in deleted for f in failures_of_deleted(d)]
+            if failures:
+                self._keeper.keep(cluster, deleted[0].job, failures, read_logs=True)
 
     def _deleter(self) -> Executor | None:
         if not self.concurrent_deletes or self.settings.delete_concurrency == 1:
@@ -142,7 +161,20 @@ class Pipeline:
             return outside
         if isinstance(trigger, ReferenceChange):
             return self._resolve_reference(trigger, cluster)
+        if isinstance(trigger.obj, Pod):
+            self._keep_evidence(trigger.verb, trigger.obj, cluster)
         return triage_object(trigger, self.settings)
+
+    def _keep_evidence(self, verb: Verb, pod: Pod, cluster: Cluster) -> None:
+        """A pod event that shows a failed run: keep it (its log too, while the pod exists)."""
+        if pod.job is None or pod.foreign_controller or not any(c.failed for c in pod.containers):
+            return
+        gone = verb is Verb.DELETE
+        failures = failures_of(
+            pod, pod.gpus(self.settings.gpu_resource_names), DELETED if gone else TERMINATED
+        )
+        assert self._keeper is not None
+        self._keeper.keep(cluster, pod.job, failures, read_logs=not gone)
 
     def _resolve_reference(self, ref: ReferenceChange, cluster: Cluster) -> JobPass | Ignored:
         """Reference mode carries no object: read it, then triage it like Resource mode."""

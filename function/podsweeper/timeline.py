@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TextIO
+from typing import Any, TextIO
 
 from podsweeper.decisions import Result
 from podsweeper.intake import ObjectChange, ReferenceChange, SweepRequest
@@ -91,3 +91,31 @@ def print_summary(run: ReplayRun, out: TextIO) -> None:
         print(f"  {count:>4} x {key}", file=out)
     remaining = sorted(f"{p.namespace}/{p.name} ({p.phase})" for p in run.cluster.pods.values())
     print(f"pods left in the simulated cluster: {', '.join(remaining) or 'none'}", file=out)
+
+
+def print_evidence(job: str, records: list[dict[str, Any]], out: TextIO, as_json: bool = False) -> None:
+    """A job's kept failures as a timeline (or JSON lines): when, which run, how it ended."""
+    if as_json:
+        for record in records:
+            print(json.dumps(record, sort_keys=True), file=out)
+        return
+    print(f"Evidence kept for {job}: {len(records)} failed run(s).", file=out)
+    for r in records:
+        ended = r.get("finished_at", "?")
+        how = ", ".join(
+            part
+            for part in (
+                f"exit code {r['exit_code']}" if "exit_code" in r else "",
+                f"signal {r['signal']}" if "signal" in r else "",
+                f"reason {r['reason']}" if "reason" in r else "",
+                f"{r.get('restart_count', 0)} restarts",
+                f"{r['gpus']} GPU(s)" if r.get("gpus") else "",
+            )
+            if part
+        )
+        print(f"\n{ended}  {r.get('pod')}/{r.get('container')} on {r.get('node') or '?'}: {how}", file=out)
+        print(f"    started {r.get('started_at', '?')}; kept because: {r.get('source')}", file=out)
+        if r.get("message"):
+            print(f"    message: {r['message']}", file=out)
+        for line in (r.get("logs") or "").splitlines():
+            print(f"    | {line}", file=out)

@@ -112,7 +112,12 @@ def test_function_clusterrole_grants_exactly_what_the_function_uses():
     role = one(docs, "ClusterRole")
     text = json.dumps(role["rules"])
     assert "*" not in text, "no wildcard in the function's ClusterRole"
-    expected = {("", "pods"): {"get", "list", "delete"}, ("", "events"): {"get", "create", "patch"}}
+    expected = {
+        ("", "pods"): {"get", "list", "delete"},
+        ("", "events"): {"get", "create", "patch"},
+        ("", "configmaps"): {"get", "create", "update"},
+        ("", "pods/log"): {"get"},
+    }
     expected |= {("kubeflow.org", plural): {"get", "list"} for plural in TRAINING_JOB_KINDS.values()}
     assert rules_table(role) == expected
 

@@ -270,3 +270,24 @@ def test_a_300_pod_job_is_cleaned_by_its_own_event(control_plane, operator, name
     (cleaned,) = operator.events("PodsCleanedUp")
     assert cleaned.message.startswith("podsweeper deleted 300 pod(s)")
     print(f"300-pod job cleaned by one event in {took:.2f} s")
+
+
+def test_the_evidence_store_as_the_function_user(cluster, operator, namespace, admin_api):
+    """A ConfigMap the job owns (so the garbage collector removes it with the job), written
+    with the version read (a concurrent write is refused, not overwritten); a log that
+    cannot be read (no kubelet here) is no log, not a failure."""
+    created = operator.create_job()
+    ref = JobRef(PYTORCH, namespace, "pytest", created["metadata"]["uid"], "kubeflow.org/v1")
+    assert cluster.read_evidence(ref) is None
+    assert cluster.write_evidence(ref, [{"pod": "pytest-worker-0", "exit_code": 1}], None)
+    records, version = cluster.read_evidence(ref)
+    assert records == [{"pod": "pytest-worker-0", "exit_code": 1}]
+    assert cluster.write_evidence(ref, records + [{"pod": "pytest-worker-1"}], version)
+    assert not cluster.write_evidence(ref, [{"pod": "stale"}], version)  # written since
+    store = client.CoreV1Api(admin_api).read_namespaced_config_map("podsweeper-evidence-pytest", namespace)
+    (owner,) = store.metadata.owner_references
+    assert (owner.kind, owner.name, owner.uid, owner.controller) == ("PyTorchJob", "pytest", ref.uid, False)
+    assert len(cluster.read_evidence(ref)[0]) == 2
+    pod = operator.create_pod(created, "Worker", 0)
+    log = cluster.container_log(namespace, pod["metadata"]["name"], "pytorch", False, 20, 2048)
+    assert log is None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Protocol
+from typing import Any, Protocol
 
 from podsweeper.decisions import Result
 from podsweeper.kinds import TrainingKind
@@ -41,6 +41,19 @@ class Cluster(Protocol):
 
         Returns SUSPENDED, GONE (404) or CONFLICT (another job has that name now).
         """
+
+    def read_evidence(self, job: JobRef) -> tuple[list[dict[str, Any]], str] | None:
+        """The job's evidence records and the store's version; None when it has no store."""
+
+    def write_evidence(self, job: JobRef, records: list[dict[str, Any]], version: str | None) -> bool:
+        """Create the job's store (version None) or replace it at `version`, owned by the job
+        (ref.uid) so it goes with it. False when someone wrote it since (409)."""
+
+    def container_log(
+        self, namespace: str, pod: str, container: str, previous: bool, lines: int, limit_bytes: int
+    ) -> str | None:
+        """The last lines of a container's log (of its previous run if `previous`); None when
+        there is none to read (the pod is gone, the node does not serve it)."""
 
     def record_event(self, event: EventRecord) -> bool:
         """Create the Event, or bump the count of the existing one with the same name.

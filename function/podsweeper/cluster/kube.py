@@ -25,6 +25,7 @@ from podsweeper.cluster.ratelimit import RateLimiter
 from podsweeper.config import Settings
 from podsweeper.decisions import Result
 from podsweeper.errors import ApiUnavailable, BadEvent
+from podsweeper.evidence import decode, encode, store_name
 from podsweeper.model import EventRecord, Job, JobRef, Pod
 from podsweeper.objects import decode_job, decode_pod, parse_job_page, parse_pod_page
 from podsweeper.ownership import TRAINING_POD_SELECTORS, job_pod_selectors
@@ -32,6 +33,8 @@ from podsweeper.ownership import TRAINING_POD_SELECTORS, job_pod_selectors
 log = logging.getLogger("podsweeper.cluster")
 
 PAGE_SIZE = 500
+EVIDENCE_KEY = "evidence.json"
+EVIDENCE_LABEL = "podsweeper.dev/evidence-for"
 # On podsweeper's Warning Events: the restart count the last write was about.
 PROGRESS_ANNOTATION = "podsweeper.dev/restarts"
 T = TypeVar("T")
@@ -277,6 +280,80 @@ class KubeCluster:
         except ApiException:
             return Result.CONFLICT
         return Result.GONE if found is None else Result.SUSPENDED
+
+    def read_evidence(self, job: JobRef) -> tuple[list[dict[str, Any]], str] | None:
+        if not _can_exist(job.namespace, store_name(job.name)):
+            return None
+        body = self._request(
+            f"get evidence of {job.namespace}/{job.name}",
+            self.core.read_namespaced_config_map,
+            store_name(job.name),
+            job.namespace,
+        )
+        if body is None:
+            return None
+        store = json.loads(body)
+        data = store.get("data") or {}
+        return decode(data.get(EVIDENCE_KEY)), str((store.get("metadata") or {}).get("resourceVersion", ""))
+
+    def write_evidence(self, job: JobRef, records: list[dict[str, Any]], version: str | None) -> bool:
+        name = store_name(job.name)
+        if not job.uid or not _can_exist(job.namespace, name):
+            return False  # a store nobody owns would never go: keep none
+        metadata: dict[str, Any] = {
+            "name": name,
+            "namespace": job.namespace,
+            "labels": {EVIDENCE_LABEL: job.name[:63]},
+            "ownerReferences": [
+                {
+                    "apiVersion": job.api_version or f"{kinds.GROUP}/{job.version}",
+                    "kind": job.kind.kind,
+                    "name": job.name,
+                    "uid": job.uid,
+                    "controller": False,
+                    "blockOwnerDeletion": False,
+                }
+            ],
+        }
+        if version is not None:
+            metadata["resourceVersion"] = version
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": metadata,
+            "data": {EVIDENCE_KEY: encode(records)},
+        }
+        what = f"write evidence of {job.namespace}/{job.name}"
+        try:
+            if version is None:
+                self._request(what, self.core.create_namespaced_config_map, job.namespace, body)
+            else:
+                found = self._request(
+                    what, self.core.replace_namespaced_config_map, name, job.namespace, body
+                )
+                return found is not None
+        except ApiException:  # 409: written (or created) by someone else since it was read
+            return False
+        return True
+
+    def container_log(
+        self, namespace: str, pod: str, container: str, previous: bool, lines: int, limit_bytes: int
+    ) -> str | None:
+        try:
+            body = self._request(
+                f"read log of {namespace}/{pod}/{container}",
+                self.core.read_namespaced_pod_log,
+                pod,
+                namespace,
+                container=container,
+                previous=previous,
+                tail_lines=lines,
+                limit_bytes=limit_bytes,
+                conflicts=(400, 403, 409, 500, 502, 503),
+            )
+        except ApiException:  # no such run or log (e.g. a node that serves none): keep the rest
+            return None
+        return body.decode(errors="replace") if body else None
 
     def record_event(self, event: EventRecord) -> bool:
         ref, stamp = event.involved, event.time.isoformat().replace("+00:00", "Z")

@@ -11,9 +11,11 @@ import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import count
+from typing import Any
 
 from podsweeper.cluster.base import JobUnknown
 from podsweeper.decisions import Result
+from podsweeper.evidence import decode, encode, store_name
 from podsweeper.kinds import TrainingKind
 from podsweeper.model import EventRecord, Job, JobRef, Pod, Verb
 from podsweeper.ownership import has_training_label, labelled_job_names, labels_name_job
@@ -36,6 +38,8 @@ class SimulatedCluster:
     gone_jobs: set[tuple[str, str, str]] = field(default_factory=set)
     deleted_by_podsweeper: set[str] = field(default_factory=set)  # pod uids
     events: dict[str, RecordedEvent] = field(default_factory=dict)
+    # (namespace, store name) -> (encoded records, version): the evidence stores
+    evidence: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # list_job_pods' index, so a pass costs the same however many pods the replay holds:
@@ -140,6 +144,23 @@ class SimulatedCluster:
             return Result.CONFLICT
         self.jobs[ref.key] = dataclasses.replace(current, suspended=True)
         return Result.SUSPENDED
+
+    def read_evidence(self, job: JobRef) -> tuple[list[dict[str, Any]], str] | None:
+        found = self.evidence.get((job.namespace, store_name(job.name)))
+        return (decode(found[0]), found[1]) if found else None
+
+    def write_evidence(self, job: JobRef, records: list[dict[str, Any]], version: str | None) -> bool:
+        key = (job.namespace, store_name(job.name))
+        current = self.evidence.get(key)
+        if (current[1] if current else None) != version:
+            return False
+        self.evidence[key] = (encode(records), str(int(version or 0) + 1))
+        return True
+
+    def container_log(
+        self, namespace: str, pod: str, container: str, previous: bool, lines: int, limit_bytes: int
+    ) -> str | None:
+        return None  # a recorded stream carries no logs
 
     def record_event(self, event: EventRecord) -> bool:
         existing = self.events.get(event.name)
