@@ -1,9 +1,11 @@
 """The seed's experiments as recorded from a real run (tests/fixtures/recorded/), replayed.
 
 No control plane needed: these files were written by `podsweeper record` while
-tests/e2e/record_seed.py played the experiments against the real API server, so they
-carry what the API really returns (server-set metadata, managedFields, resourceVersions,
-defaulted fields) in exactly the adapter's format.
+tests/e2e/record_seed.py (`python -m tests.e2e.record_seed --world real`) ran the experiments
+in the real Kubeflow world (tests/world: training operator v1.9.4, garbage collector,
+scheduler, kwok nodes), so they carry what the operator and the API really write (its
+status, replicaStatuses, Services' owners, kwok's pod statuses, managedFields,
+resourceVersions) in exactly the adapter's format.
 """
 
 from __future__ import annotations
@@ -76,7 +78,8 @@ def test_recorded_seed_experiment_2_deletes_the_three_workers_and_keeps_the_mast
 
 
 def test_recorded_seed_experiment_1_leaves_nothing_to_delete():
-    """cleanPodPolicy All and the operator did its job: every pod was already going."""
+    """cleanPodPolicy All: the operator wrote Succeeded and deleted every pod ~10 ms later,
+    well inside PODSWEEPER_OPERATOR_GRACE_SECONDS: nothing is left for podsweeper."""
     run = replay([str(SEED_1)], Settings())
     assert _deleted(run) == []
     assert run.cluster.pods == {}
