@@ -8,22 +8,11 @@ both components. Exits non-zero (with the component's log tail) if one of them d
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import time
 
 from tests.controlplane.launcher import USERS, ControlPlane, ControlPlaneError
-
-
-class _Stop(BaseException):
-    """Raised from the signal handler so `with` blocks unwind and stop the components."""
-
-
-def _on_signal(signum, frame):
-    # Ignore further signals so a second Ctrl-C cannot interrupt the cleanup.
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    raise _Stop(signum)
+from tests.harness.processes import StopSignal, stop_on_signals
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,8 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-rbac", action="store_true", help="skip knative/function-rbac.yaml")
     args = parser.parse_args(argv)
 
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    stop_on_signals()
     try:
         with ControlPlane(install_crds=not args.no_crds, install_rbac=not args.no_rbac) as cp:
             cp.write_kubeconfig(args.kubeconfig, args.user)
@@ -57,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
             while True:
                 cp.check_alive()
                 time.sleep(0.5)
-    except _Stop:
+    except StopSignal:
         print("control plane: stopped", file=sys.stderr, flush=True)
         return 0
     except ControlPlaneError as e:

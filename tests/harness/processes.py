@@ -70,3 +70,19 @@ def memory_kb(pid: int) -> dict[str, int]:
     except OSError:
         pass
     return out
+
+
+class StopSignal(BaseException):
+    """Raised from a SIGTERM/SIGINT handler so `with` blocks unwind and stop what they started."""
+
+
+def stop_on_signals() -> None:
+    """Turn SIGTERM and SIGINT into StopSignal, once: a second signal cannot cut the cleanup short."""
+
+    def handler(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise StopSignal(signum)
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)

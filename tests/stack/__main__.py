@@ -24,20 +24,11 @@ pods yourself and write statuses through the status subresources (tests/e2e/play
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import time
 from pathlib import Path
 
-
-class _Stop(BaseException):
-    """Raised from the signal handler so the `with` blocks unwind and stop every part."""
-
-
-def _on_signal(signum, frame):
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    raise _Stop(signum)
+from tests.harness.processes import StopSignal, stop_on_signals
 
 
 def _env_pair(text: str) -> tuple[str, str]:
@@ -87,8 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    stop_on_signals()
     from tests.adapter.launcher import AdapterError
     from tests.controlplane.launcher import ControlPlane, ControlPlaneError
     from tests.stack import Stack, StackError
@@ -120,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
                 while True:
                     stack.check_alive()
                     time.sleep(0.5)
-    except _Stop:
+    except StopSignal:
         print("stack: stopped", file=sys.stderr, flush=True)
         if stack is not None and not args.keep_logs:
             stack.cleanup()

@@ -8,22 +8,12 @@ SIGTERM/SIGINT, then stops every component. Exits non-zero (with a log tail) if 
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import time
 
 from tests.controlplane.launcher import ControlPlaneError
+from tests.harness.processes import StopSignal, stop_on_signals
 from tests.world.launcher import World, WorldError
-
-
-class _Stop(BaseException):
-    """Raised from the signal handler so `with` blocks unwind and stop the components."""
-
-
-def _on_signal(signum, frame):
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    raise _Stop(signum)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,8 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    stop_on_signals()
     try:
         with World(
             nodes=args.nodes, gpus_per_node=args.gpus_per_node, webhooks=not args.no_webhooks
@@ -51,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
             while True:
                 world.check_alive()
                 time.sleep(0.5)
-    except _Stop:
+    except StopSignal:
         print("world: stopped", file=sys.stderr, flush=True)
         return 0
     except (WorldError, ControlPlaneError) as e:
