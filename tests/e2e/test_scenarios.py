@@ -38,6 +38,9 @@ def workers_of(pods: dict[str, dict]) -> list[str]:
     return sorted(n for n in pods if "-worker-" in n)
 
 
+OPERATOR_GRACE = 2  # seconds: the operator's own cleanup goes first (docs/rules.md)
+
+
 def ping_event() -> dict:
     """What Knative's PingSource (knative/source/pingsource.yaml) sends: data "{}"."""
     return {
@@ -72,7 +75,10 @@ def assert_cleaned_up_event(
     assert event["type"] == "Normal"
     assert event["involvedObject"]["kind"] == job["kind"]
     message = event["message"]
-    assert f"deleted {len(expected)} pod(s): " in message, message
+    # "deleted N pod(s) (G GPU(s) freed, S GPU-seconds held since no longer needed): ..."
+    assert re.search(
+        rf"deleted {len(expected)} pod\(s\)( \(\d+ GPU\(s\) freed, \d+ GPU-seconds[^)]*\))?: ", message
+    ), message
     parts = {m.group(1): (m.group(2), m.group(3) or "") for m in PART.finditer(message.split(": ", 1)[1])}
     assert set(parts) == set(expected), message
     for name, evidence in expected.items():
@@ -114,10 +120,18 @@ def test_1_seed_experiment_2_workers_deleted_master_kept(make_stack, admin_api, 
 
 
 def test_2_seed_experiment_1_without_operator_cleanup(make_stack, admin_api, core, namespace, timings):
-    """cleanPodPolicy All, job Succeeded, and the operator's own cleanup missing: all pods go."""
-    make_stack()
+    """cleanPodPolicy All, job Succeeded, and the operator's own cleanup missing: podsweeper
+    leaves the pods to the operator for its grace (2 s here), then the next sweep (the
+    PingSource's backstop) removes them all."""
+    stack = make_stack(env={"PODSWEEPER_OPERATOR_GRACE_SECONDS": str(OPERATOR_GRACE)})
     play = Play(admin_api, namespace, scale=SCALE)
     out = experiment_1(play, operator_cleanup=False)
+    time.sleep(1.0)
+    assert all(observe.present(core, namespace, uid) for uid in uids(out.pods, *out.pods)), (
+        "within the operator's grace podsweeper must not race the operator"
+    )
+    time.sleep(OPERATOR_GRACE)
+    assert stack.function.post(ping_event()).status_code == 200
     removal = observe.wait_gone(
         core, namespace, uids(out.pods, *out.pods), out.terminal_write, timeout=EVENTUALLY
     )

@@ -278,7 +278,13 @@ class World:
             )
 
     def _node(self, name: str) -> dict:
-        resources = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": str(self.gpus_per_node)}
+        resources = {
+            "cpu": "64",
+            "memory": "512Gi",
+            "ephemeral-storage": "1Ti",  # the MPIJob launcher's init container asks for some
+            "pods": "110",
+            "nvidia.com/gpu": str(self.gpus_per_node),
+        }
         return {
             "apiVersion": "v1",
             "kind": "Node",
