@@ -1,8 +1,8 @@
 """`python -m bench` (`make bench`): run every figure, print one table, write docs/benchmarks.md.
 
-    python -m bench                    # everything (~5 minutes on 2 cores, control plane cached)
-    python -m bench --quick            # smaller sizes, shorter loads: a smoke run
-    python -m bench --no-cluster       # skip figures 3-4 (no control plane)
+    python -m bench                    # everything (~10 minutes on 2 cores, control plane cached)
+    python -m bench --quick            # smaller sizes, shorter loads: a smoke run (figure 9: 5,000 pods)
+    python -m bench --no-cluster       # skip figures 3-4 and 8-10 (no control plane)
     python -m bench --output FILE      # write somewhere else than docs/benchmarks.md
 
 Nothing here asserts: a missed target is reported in the table (and the exit status stays
@@ -57,7 +57,7 @@ def _guard(rows: list[Row], figure: str, what: str, fn):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, shorter loads")
-    parser.add_argument("--no-cluster", action="store_true", help="skip figures 3-4 (control plane)")
+    parser.add_argument("--no-cluster", action="store_true", help="skip figures 3-4 and 8-10 (control plane)")
     parser.add_argument("--output", default=str(ROOT / "docs" / "benchmarks.md"))
     args = parser.parse_args(argv)
 
@@ -103,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_cluster:
         rows.append(
             Row(
-                "3-4",
-                "API requests per event, cleanup latency",
+                "3-4, 8-10",
+                "API requests per event, cleanup latency, big jobs and big clusters",
                 "not measured",
                 "-",
                 "-",
@@ -128,6 +128,16 @@ def main(argv: list[str] | None = None) -> int:
             cluster_rows, under_api = out
             rows += cluster_rows
 
+        from bench import bigjobs
+
+        big = _guard(
+            rows,
+            "8-10",
+            "big jobs, big clusters",
+            lambda: bigjobs.run_all(workdir, quick=args.quick),
+        )
+        rows += big or []
+
     if memory:
         rows.append(served.memory_row(memory, under_api))
 
@@ -146,6 +156,13 @@ def main(argv: list[str] | None = None) -> int:
         "7a": 11,
         "7b": 12,
         "7": 13,
+        "8a": 14,
+        "8b": 15,
+        "8c": 16,
+        "9a": 17,
+        "9b": 18,
+        "10": 19,
+        "8-10": 20,
     }
     rows.sort(key=lambda r: order.get(r.figure, 99))
     elapsed = time.monotonic() - started

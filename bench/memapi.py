@@ -44,6 +44,7 @@ class MemoryApi:
         self.pod_job: dict[tuple[str, str], tuple[str, str]] = {}
         self.jobs: dict[tuple[str, str, str], bytes] = {}  # (ns, plural, name) -> body
         self.events: dict[tuple[str, str], dict] = {}
+        self.config_maps: dict[tuple[str, str], dict] = {}  # the evidence stores
         self.calls: Counter = Counter()  # (verb, resource) -> count
         self.deleted = 0
 
@@ -131,6 +132,43 @@ class _Core:
             raise ApiException(status=409, reason="Conflict")
         self.api.deleted += 1
         return Response(self.api._drop_pod(namespace, name))
+
+    def read_namespaced_pod_log(self, name, namespace, **_):
+        """A failed run's last lines (the evidence keeper reads them before a pod goes)."""
+        self.api.calls["GET", "pods/log"] += 1
+        if (namespace, name) not in self.api.pods:
+            raise _not_found()
+        return Response(b"Traceback (most recent call last):\nRuntimeError: CUDA error: out of memory\n")
+
+    def read_namespaced_config_map(self, name, namespace, **_):
+        self.api.calls["GET", "configmaps"] += 1
+        found = self.api.config_maps.get((namespace, name))
+        if found is None:
+            raise _not_found()
+        return Response(json.dumps(found).encode())
+
+    def create_namespaced_config_map(self, namespace, body, **_):
+        self.api.calls["POST", "configmaps"] += 1
+        key = (namespace, body["metadata"]["name"])
+        if key in self.api.config_maps:
+            raise ApiException(status=409, reason="AlreadyExists")
+        return Response(self._store(key, body))
+
+    def replace_namespaced_config_map(self, name, namespace, body, **_):
+        self.api.calls["PUT", "configmaps"] += 1
+        key = (namespace, name)
+        found = self.api.config_maps.get(key)
+        if found is None:
+            raise _not_found()
+        if body["metadata"].get("resourceVersion") != found["metadata"]["resourceVersion"]:
+            raise ApiException(status=409, reason="Conflict")
+        return Response(self._store(key, body))
+
+    def _store(self, key, body) -> bytes:
+        stored = json.loads(json.dumps(body))
+        stored["metadata"]["resourceVersion"] = str(len(self.api.config_maps) + sum(self.api.calls.values()))
+        self.api.config_maps[key] = stored
+        return json.dumps(stored).encode()
 
     def create_namespaced_event(self, namespace, body, **_):
         self.api.calls["POST", "events"] += 1
