@@ -55,6 +55,7 @@ NS = {
     "running": "ro-running",
     "orphan": "ro-orphan",
     "warn": "ro-warn",
+    "evidence": "ro-evidence",
     **{kind: f"ro-{kind.lower()}" for kind in ("TFJob", "MPIJob", "XGBoostJob", "PaddleJob", "JAXJob")},
 }
 OUTSIDE = "ro-outside"  # ...the adapter also watches this one; the function must not act there
@@ -788,3 +789,50 @@ def test_g_finished_job_active_pod_for_every_other_kind(real, record_property):
         say(f"{kind}: {text}")
         record_property(f"kind_{kind}", text)
     assert not failures, "\n".join(failures)
+
+
+def _evidence(stack, ns: str, job: str) -> list[dict]:
+    """`podsweeper evidence NS/JOB --json`, run as a person runs it."""
+    import subprocess
+
+    result = subprocess.run(
+        [sys.executable, "-m", "podsweeper", "evidence", f"{ns}/{job}", "--json"],
+        env={"KUBECONFIG": str(stack.cp.admin_kubeconfig), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_h_evidence_outlives_the_pods_and_the_events(real):
+    """The seed under cleanPodPolicy All: the operator deletes every pod itself at Succeeded,
+    taking their statuses and logs; podsweeper kept each worker's failures from the pod
+    events before that. The Events are then removed (as their TTL would); the evidence stays.
+    And the pods podsweeper itself deleted in test a left theirs, with their last log lines."""
+    stack, k, _ = real
+    ns = NS["evidence"]
+    job = seed_job()
+    job["spec"]["runPolicy"] = {"cleanPodPolicy": "All"}
+    k.create(ns, job)
+    wait_for("the operator's cleanup", lambda: finished(k.job(ns, "pytest")) and not k.pods(ns, "pytest"), 90)
+    for event in k.events(ns):
+        k.core.delete_namespaced_event(event["metadata"]["name"], ns)
+    records = _evidence(stack, ns, "pytest")
+    workers = {r["pod"] for r in records}
+    assert workers == {"pytest-worker-0", "pytest-worker-1", "pytest-worker-2"}, records
+    for record in records:
+        assert record["exit_code"] == 1 and record["container"] == "pytorch", record
+        assert record["node"] and record["source"] in ("terminated", "deleted"), record
+    assert not k.events(ns, "PodsCleanedUp")
+    say(f"evidence under All, after the Events went: {len(records)} failed run(s) of {sorted(workers)}")
+
+    # Test a's workers, deleted by podsweeper: each failed run was kept once (from its pod
+    # event, or just before the delete if no event had shown it), with the run's log lines.
+    seed = _evidence(stack, NS["seed"], "pytest")
+    assert {r["pod"] for r in seed} == {"pytest-worker-0", "pytest-worker-1", "pytest-worker-2"}, seed
+    assert all(r["exit_code"] == 1 for r in seed), seed
+    with_logs = [r for r in seed if r.get("logs")]
+    say(f"seed evidence: {len(seed)} record(s), {len(with_logs)} with log lines")
+    assert with_logs, "the simulated kubelet serves logs: the last lines must be kept"
