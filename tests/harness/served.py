@@ -62,6 +62,15 @@ _NOT_INHERITED = (
 ALL_LOGS: list[Path] = []
 
 
+def retire_log(path: Path, secret: str) -> None:
+    """A served function's log about to be removed (a stack cleaning up after a passing test):
+    check it now for the secret every test pod carries, then stop tracking it."""
+    if path.exists():
+        assert secret not in path.read_text(errors="replace"), f"{path} logged an environment value"
+    if path in ALL_LOGS:
+        ALL_LOGS.remove(path)
+
+
 class ServedError(RuntimeError):
     """The served function exited or never became healthy; the message carries its log tail."""
 

@@ -371,4 +371,9 @@ class Stack:
 
     def cleanup(self) -> None:
         """Remove the logs (kept by default: a failing test points at them)."""
+        from tests.fixtures.builders import SECRET
+        from tests.harness.served import retire_log
+
+        if self.function is not None:
+            retire_log(self.function.log_path, SECRET)
         shutil.rmtree(self.workdir, ignore_errors=True)
