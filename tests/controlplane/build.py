@@ -32,14 +32,42 @@ class GoBinary:
     version: str
     package: str
     module_dir: Path
+    # Extra -X flags (a version stamp); part of the cache key, so a change builds anew.
+    stamp: tuple[str, ...] = ()
 
     @property
     def path(self) -> Path:
-        return cache_root() / f"{self.name}-{self.version}" / self.name
+        tag = f"{self.version}-stamped" if self.stamp else self.version
+        return cache_root() / f"{self.name}-{tag}" / self.name
+
+    @property
+    def ldflags(self) -> str:
+        return " ".join(["-s", "-w", *(f"-X {flag}" for flag in self.stamp)])
+
+
+def kubernetes_version_stamp(version: str) -> tuple[str, ...]:
+    """What Kubernetes' own build sets (hack/lib/version.sh): /version then reports the real
+    release, which controllers and kubectl read, instead of v0.0.0-master."""
+    major, minor, _ = version.removeprefix("v").split(".")
+    package = "k8s.io/component-base/version"
+    return tuple(
+        f"{package}.{name}={value}"
+        for name, value in (
+            ("gitVersion", version),
+            ("gitMajor", major),
+            ("gitMinor", minor),
+            ("gitTreeState", "clean"),
+            ("buildDate", "2026-01-01T00:00:00Z"),
+        )
+    )
 
 
 KUBE_APISERVER = GoBinary(
-    "kube-apiserver", KUBERNETES_VERSION, "k8s.io/kubernetes/cmd/kube-apiserver", HERE / "gomod"
+    "kube-apiserver",
+    KUBERNETES_VERSION,
+    "k8s.io/kubernetes/cmd/kube-apiserver",
+    HERE / "gomod",
+    stamp=kubernetes_version_stamp(KUBERNETES_VERSION),
 )
 ETCD = GoBinary("etcd", ETCD_VERSION, "go.etcd.io/etcd/server/v3", HERE / "gomod")
 RECEIVE_ADAPTER = GoBinary(
@@ -72,7 +100,7 @@ def ensure_built(binary: GoBinary, log=sys.stderr) -> Path:
     started = time.monotonic()
     env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
     proc = subprocess.Popen(
-        [go, "build", "-v", "-trimpath", "-ldflags=-s -w", "-o", str(partial), binary.package],
+        [go, "build", "-v", "-trimpath", f"-ldflags={binary.ldflags}", "-o", str(partial), binary.package],
         cwd=binary.module_dir,
         env=env,
         stdout=subprocess.PIPE,

@@ -53,6 +53,7 @@ def assert_forbidden(call, *args, **kwargs) -> None:
 def test_api_server_answers(control_plane, admin_api):
     info = client.VersionApi(admin_api).get_code()
     assert (info.major, info.minor) == tuple(KUBERNETES_VERSION.removeprefix("v").split(".")[:2])
+    assert info.git_version == KUBERNETES_VERSION  # stamped as Kubernetes' own build does
     assert {ns.metadata.name for ns in client.CoreV1Api(admin_api).list_namespace().items} >= {
         "default",
         "kube-system",
