@@ -68,8 +68,8 @@ class ContainerView:
     reason: str | None = None
     message: str | None = None
     signal: int | None = None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
+    started_at: str | None = None  # RFC 3339, as the API wrote it
+    finished_at: str | None = None
     # The termination shown is the previous run's (lastState): the container runs again.
     restarted: bool = False
 

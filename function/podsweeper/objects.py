@@ -65,8 +65,10 @@ class ContainerStateTerminated(_Model):
     signal: int | None = None
     reason: str | None = None
     message: str | None = None
-    startedAt: datetime | None = None
-    finishedAt: datetime | None = None
+    # Kept as the API wrote them (RFC 3339): only evidence reads them, and parsing a time on
+    # every pod event cost more than the rest of the container status.
+    startedAt: str | None = None
+    finishedAt: str | None = None
 
 
 class ContainerState(_Model):
