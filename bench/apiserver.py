@@ -52,8 +52,8 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
-def request_counts(cp) -> Counter:
-    """(verb, resource[/subresource]) -> requests so far, for the tracked resources."""
+def request_totals(cp) -> Counter:
+    """(verb, resource[/subresource], code) -> requests so far, every resource."""
     response = requests.get(
         f"{cp.url}/metrics",
         headers={"Authorization": f"Bearer {cp.tokens['admin']}"},
@@ -64,13 +64,21 @@ def request_counts(cp) -> Counter:
     counts: Counter = Counter()
     for line in response.text.splitlines():
         match = _SAMPLE.match(line)
-        if not match:
-            continue
-        labels = dict(_LABEL.findall(match.group(1)))
-        if labels.get("resource") not in TRACKED:
-            continue
-        resource = labels["resource"] + (f"/{labels['subresource']}" if labels.get("subresource") else "")
-        counts[(labels.get("verb", "?"), resource)] += int(float(match.group(2)))
+        if match:
+            labels = dict(_LABEL.findall(match.group(1)))
+            resource = labels.get("resource", "") + (
+                f"/{labels['subresource']}" if labels.get("subresource") else ""
+            )
+            counts[(labels.get("verb", "?"), resource, labels.get("code", "?"))] += int(float(match.group(2)))
+    return counts
+
+
+def request_counts(cp) -> Counter:
+    """(verb, resource[/subresource]) -> requests so far, for the tracked resources."""
+    counts: Counter = Counter()
+    for (verb, resource, _code), number in request_totals(cp).items():
+        if resource.split("/")[0] in TRACKED:
+            counts[(verb, resource)] += number
     return counts
 
 

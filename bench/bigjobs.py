@@ -33,7 +33,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import re
 import secrets
 import ssl
 import statistics
@@ -48,6 +47,7 @@ from urllib.parse import urlparse
 
 import requests
 
+from bench.apiserver import request_totals
 from bench.report import Row, say
 from podsweeper.config import Settings
 from tests.fixtures import builders as b
@@ -59,8 +59,6 @@ NOOP_SOURCE = Path(__file__).resolve().parent / "noop_main.py"
 SMALL = {"Master": 1, "Worker": 7}
 SPACING = 0.3  # between measured jobs, as figure 4 (see its note on the watch cache)
 QPS, BURST = 100.0, 600  # the function's defaults (PODSWEEPER_KUBE_API_QPS / _BURST)
-_SAMPLE = re.compile(r"^apiserver_request_total\{([^}]*)\}\s+([0-9.e+]+)$")
-_LABEL = re.compile(r'(\w+)="([^"]*)"')
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -168,27 +166,6 @@ class RawApi:
             ),
             names,
         )
-
-
-def request_totals(cp) -> Counter:
-    """(verb, resource[/subresource], code) -> requests so far, every resource."""
-    response = requests.get(
-        f"{cp.url}/metrics",
-        headers={"Authorization": f"Bearer {cp.tokens['admin']}"},
-        verify=str(cp.ca_file),
-        timeout=30,
-    )
-    response.raise_for_status()
-    counts: Counter = Counter()
-    for line in response.text.splitlines():
-        match = _SAMPLE.match(line)
-        if match:
-            labels = dict(_LABEL.findall(match.group(1)))
-            resource = labels.get("resource", "") + (
-                f"/{labels['subresource']}" if labels.get("subresource") else ""
-            )
-            counts[(labels.get("verb", "?"), resource, labels.get("code", "?"))] += int(float(match.group(2)))
-    return counts
 
 
 def _minus(after: Counter, before: Counter) -> Counter:
