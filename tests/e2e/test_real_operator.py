@@ -32,6 +32,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.harness.waiting import wait_for
+
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,17 +77,6 @@ FOREVER = {"exit-code": "0", "run-for": "1h"}
 
 def say(text: str) -> None:
     print(f"\nreal-operator: {text}", file=sys.stderr, flush=True)
-
-
-def wait_for(what: str, fn, timeout: float = 60.0, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
 
 
 def parse_time(text: str) -> float:

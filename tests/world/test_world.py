@@ -16,6 +16,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from tests.harness.waiting import wait_for
 from tests.world.launcher import World
 
 pytestmark = pytest.mark.e2e
@@ -53,18 +54,6 @@ def ns(api):
     core.create_namespace({"metadata": {"name": name}})
     yield name
     core.delete_namespace(name)
-
-
-def wait_for(what: str, fn, timeout: float = 60.0, interval: float = 0.2):
-    """Poll fn until it returns something truthy; fail with `what` after timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 def pytorchjob(name: str, *, master: dict, workers: dict, n_workers: int = 3, run_policy=None) -> dict:
