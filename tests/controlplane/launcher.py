@@ -278,8 +278,9 @@ class ControlPlane:
         api = self.api_client("admin")
         try:
             if self.install_crds:
-                self._say("installing Kubeflow training CRDs")
-                manifests.install_crds(api, manifests.training_crds())
+                self._say("installing Kubeflow training, Trainer v2 and JobSet CRDs")
+                # ~5 MB of schemas in all; a loaded machine needs more than the default 30 s.
+                manifests.install_crds(api, manifests.all_crds(), timeout=90)
             if self.install_rbac:
                 manifests.apply_manifest(api, manifests.FUNCTION_RBAC)
         finally:

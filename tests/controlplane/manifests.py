@@ -23,6 +23,12 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tests.controlplane.versions import (
+    JOBSET_CRD_DIR,
+    JOBSET_MODULE,
+    JOBSET_VERSION,
+    TRAINER_CRD_DIR,
+    TRAINER_MODULE,
+    TRAINER_VERSION,
     TRAINING_OPERATOR_CRD_DIR,
     TRAINING_OPERATOR_MODULE,
     TRAINING_OPERATOR_VERSION,
@@ -69,14 +75,33 @@ def load_yaml(path: Path) -> list[dict]:
         return [doc for doc in yaml.load_all(f, Loader=_Loader) if doc]
 
 
-def training_crds() -> list[dict]:
-    """The training operator's CRDs (PyTorchJob, TFJob, MPIJob, XGBoostJob, PaddleJob, JAXJob)."""
-    crd_dir = go_module_dir(TRAINING_OPERATOR_MODULE, TRAINING_OPERATOR_VERSION) / TRAINING_OPERATOR_CRD_DIR
+def _module_crds(module: str, version: str, subdir: str) -> list[dict]:
+    crd_dir = go_module_dir(module, version) / subdir
     docs = [doc for path in sorted(crd_dir.glob("*.yaml")) for doc in load_yaml(path)]
     crds = [d for d in docs if d.get("kind") == "CustomResourceDefinition"]
     if not crds:
         raise ManifestError(f"no CustomResourceDefinitions under {crd_dir}")
     return crds
+
+
+def training_crds() -> list[dict]:
+    """The training operator's CRDs (PyTorchJob, TFJob, MPIJob, XGBoostJob, PaddleJob, JAXJob)."""
+    return _module_crds(TRAINING_OPERATOR_MODULE, TRAINING_OPERATOR_VERSION, TRAINING_OPERATOR_CRD_DIR)
+
+
+def trainer_crds() -> list[dict]:
+    """Kubeflow Trainer v2's CRDs (TrainJob, TrainingRuntime, ClusterTrainingRuntime)."""
+    return _module_crds(TRAINER_MODULE, TRAINER_VERSION, TRAINER_CRD_DIR)
+
+
+def jobset_crds() -> list[dict]:
+    """JobSet's CRD (jobsets.jobset.x-k8s.io, v1alpha2 only: no conversion webhook needed)."""
+    return _module_crds(JOBSET_MODULE, JOBSET_VERSION, JOBSET_CRD_DIR)
+
+
+def all_crds() -> list[dict]:
+    """Every CRD a test cluster serves: Kubeflow v1 training kinds, Trainer v2 and JobSet."""
+    return training_crds() + trainer_crds() + jobset_crds()
 
 
 def install_crds(api: client.ApiClient, crds: list[dict], timeout: float = 30.0) -> None:

@@ -11,3 +11,13 @@ TRAINING_OPERATOR_MODULE = "github.com/kubeflow/training-operator"
 # v1.9.4: the operator the test world runs (tests/world), the first on Kubernetes 0.36.
 TRAINING_OPERATOR_VERSION = "v1.9.4"
 TRAINING_OPERATOR_CRD_DIR = "manifests/base/crds"
+
+# Kubeflow Trainer v2 and JobSet CRDs, read from their Go modules too: the shipped Knative
+# ApiServerSource watches TrainJobs and JobSets, and the receive adapter exits when a watched
+# resource is not served. v2.3.0 pins JobSet v0.12.0 (tests/world runs both controllers).
+TRAINER_MODULE = "github.com/kubeflow/trainer/v2"
+TRAINER_VERSION = "v2.3.0"
+TRAINER_CRD_DIR = "manifests/base/crds"  # trainjobs, trainingruntimes, clustertrainingruntimes
+JOBSET_MODULE = "sigs.k8s.io/jobset"
+JOBSET_VERSION = "v0.12.0"
+JOBSET_CRD_DIR = "config/components/crd/bases"  # jobsets; the kustomize patches (conversion webhook) are not applied
