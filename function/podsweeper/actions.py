@@ -9,6 +9,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from datetime import datetime
 
+from podsweeper import kinds
 from podsweeper.cluster.base import Cluster
 from podsweeper.config import Settings
 from podsweeper.decisions import Action, Decision, Result
@@ -86,7 +87,14 @@ def carry_out(
 
 
 def _delete(cluster: Cluster, decision: Decision, executor: Executor | None) -> Result | Future[Result]:
-    """The delete itself (preconditions uid + resourceVersion), now or in the executor."""
+    """The delete itself (preconditions uid + resourceVersion), now or in the executor.
+
+    A chain's JobSet or batch Job is deleted with its uid as precondition only: its status
+    (and so its resourceVersion) changes with every pod, and the uid is what says "the one
+    decided on"."""
+    if decision.kind != "Pod":
+        link = kinds.LINK_BY_KIND[decision.kind]
+        return cluster.delete_workload(link, decision.namespace, decision.name, decision.uid)
     args = (decision.namespace, decision.name, decision.uid, decision.resource_version)
     if executor is None:
         return cluster.delete_pod(*args)

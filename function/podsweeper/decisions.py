@@ -15,6 +15,9 @@ class Rule(StrEnum):
     ORPHAN = "orphan"
     CRASH_LOOP = "crash-loop"
     NO_BACKOFF_LIMIT = "no-backoff-limit"
+    # Trainer v2 (podsweeper.lineage)
+    FINISHED_TRAINJOB_ACTIVE_JOBSET = "finished-trainjob-active-jobset"
+    UNBOUNDED_JOBSET_RESTARTS = "unbounded-jobset-restarts"
 
 
 class Action(StrEnum):
@@ -41,7 +44,7 @@ class Result(StrEnum):
 class Decision:
     rule: Rule
     action: Action
-    kind: str  # "Pod", or the job's kind for job-level decisions
+    kind: str  # "Pod", a chain's "JobSet"/"Job", or the job's kind for job-level decisions
     namespace: str
     name: str
     uid: str

@@ -171,9 +171,15 @@ def _opt_out(pod: Pod, job: Job | None) -> str | None:
 
 
 def pod_is_candidate(pod: Pod, ref: JobRef) -> bool:
-    """Safety gate: only a live pod of exactly this job (and so in the job's namespace)."""
+    """Safety gate: only a live pod of exactly this job (and so in the job's namespace), which
+    the job controls itself (a chain's pods are decided at its JobSet, podsweeper.lineage)."""
     return (
-        pod.job is not None and not pod.foreign_controller and not pod.terminating and pod.job.key == ref.key
+        pod.job is not None
+        and pod.via is None
+        and ref.kind.chain is None
+        and not pod.foreign_controller
+        and not pod.terminating
+        and pod.job.key == ref.key
     )
 
 

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from podsweeper.decisions import Action, Decision, Result
 from podsweeper.intake import Ignored, ObjectChange, SweepRequest
-from podsweeper.model import ContainerView, Job, Pod, Verb
+from podsweeper.model import ContainerView, Job, Pod, Verb, Workload
 from podsweeper.replay import ReplayRun, ReplayStep
 
 NO_JOB = ("", "", "")  # the group of pods that name no training job
@@ -175,7 +175,9 @@ def _trigger(step: ReplayStep) -> str:
         return "backstop sweep (ping)"
     if isinstance(trigger, ObjectChange):
         obj = trigger.obj
-        kind = "pod" if isinstance(obj, Pod) else obj.kind.kind
+        kind = (
+            "pod" if isinstance(obj, Pod) else obj.link.kind if isinstance(obj, Workload) else obj.kind.kind
+        )
         return f"{kind} {trigger.verb.value} {obj.namespace}/{obj.name}"
     if isinstance(trigger, Ignored):
         return f"ignored event: {trigger.reason}"
@@ -314,7 +316,7 @@ def build(run: ReplayRun) -> Page:
     ignored = 0
     for step in run.steps:
         trigger = step.intake.trigger
-        if isinstance(trigger, ObjectChange):
+        if isinstance(trigger, ObjectChange) and not isinstance(trigger.obj, Workload):
             builder.object_change(step, trigger.verb, trigger.obj)
         if step.observed or isinstance(trigger, Ignored):
             ignored += 1

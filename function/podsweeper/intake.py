@@ -16,17 +16,19 @@ from pydantic import Field, ValidationError
 
 from podsweeper import kinds
 from podsweeper.errors import BadEvent
-from podsweeper.model import Job, Pod, Verb
+from podsweeper.model import Job, Pod, Verb, Workload
 from podsweeper.objects import (
     JobObject,
     ObjectReference,
     PodObject,
     TypeMeta,
+    WorkloadObject,
     _Model,
     _one_line,
     job_from,
     pod_from,
     validate_json,
+    workload_from,
 )
 
 RESOURCE_PREFIX = "dev.knative.apiserver.resource."
@@ -55,7 +57,7 @@ class ObjectChange:
     """Resource mode: the object itself, as watched."""
 
     verb: Verb
-    obj: Pod | Job
+    obj: Pod | Job | Workload
 
 
 @dataclass(frozen=True)
@@ -63,10 +65,11 @@ class ReferenceChange:
     """Reference mode: only a name; the object must be read from the API."""
 
     verb: Verb
-    kind: kinds.TrainingKind | None  # None means a Pod
+    kind: kinds.TrainingKind | None  # None means a Pod (or a chain's `link`)
     api_version: str
     namespace: str
     name: str
+    link: kinds.Link | None = None  # a chain's JobSet or batch Job
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,11 @@ def _typed(verb: Verb, body: bytes, api_version: str, kind: str) -> ObjectChange
     if kinds.lookup(api_version, kind) is not None:
         job = validate_json(JobObject, body, "job")
         return ObjectChange(verb, job_from(job)) if kinds.lookup(job.apiVersion, job.kind) else None
+    if kinds.link_lookup(api_version, kind) is not None:
+        workload = validate_json(WorkloadObject, body, kind)
+        if kinds.link_lookup(workload.apiVersion, workload.kind) is None:
+            return None
+        return ObjectChange(verb, workload_from(workload))
     return None
 
 
@@ -133,7 +141,7 @@ def _object_change(verb: Verb, body: bytes, hint: tuple[str, str] | None) -> Tri
             return typed
     api_version, kind = _type_meta(body)
     return _typed(verb, body, api_version, kind) or Ignored(
-        f"{api_version}/{kind} is neither a pod nor a training job"
+        f"{api_version}/{kind} is neither a pod, a training job nor a JobSet/Job of one"
     )
 
 
@@ -143,7 +151,12 @@ def _reference_change(verb: Verb, body: bytes) -> Trigger:
         return ReferenceChange(verb, None, ref.apiVersion, ref.namespace, ref.name)
     kind = kinds.lookup(ref.apiVersion, ref.kind)
     if kind is None:
-        return Ignored(f"{ref.apiVersion}/{ref.kind} is neither a pod nor a training job")
+        link = kinds.link_lookup(ref.apiVersion, ref.kind)
+        if link is not None:
+            return ReferenceChange(verb, None, ref.apiVersion, ref.namespace, ref.name, link)
+        return Ignored(
+            f"{ref.apiVersion}/{ref.kind} is neither a pod, a training job nor a JobSet/Job of one"
+        )
     return ReferenceChange(verb, kind, ref.apiVersion, ref.namespace, ref.name)
 
 

@@ -1,14 +1,61 @@
-"""The registry of Kubeflow training kinds podsweeper may touch.
+"""The registry of Kubeflow training kinds podsweeper may touch, and how pods reach them.
 
 Adding a kind is one entry in TRAINING_KINDS; everything else (ownership and labels in
-`ownership.py`, the API paths, the RBAC test) reads this table.
+`ownership.py`, the API paths, the RBAC test) reads this table. A v1 kind owns its pods
+itself; a kind with a `chain` reaches them through other controllers (Trainer v2: TrainJob ->
+JobSet -> batch Job -> Pod), and the chain entry says which, and by which labels.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-GROUP = "kubeflow.org"
+GROUP = "kubeflow.org"  # the v1 training operator's (and the mpi-operator's) group
+TRAINER_GROUP = "trainer.kubeflow.org"
+
+
+@dataclass(frozen=True)
+class Link:
+    """A controller kind between a pod and its training job (it is not a training job)."""
+
+    kind: str
+    group: str
+    version: str
+    plural: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+BATCH_JOB = Link("Job", "batch", "v1", "jobs")
+JOBSET = Link("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets")
+
+
+@dataclass(frozen=True)
+class Chain:
+    """How a job kind's pods are reached when the job does not own them itself.
+
+    `links` run from the job down: the job controls links[0], which controls links[1], which
+    controls the pods. Pods carry `name_label` (the top link's name) and `uid_label` (its uid);
+    `marker_label` is what the job's own controller writes on the objects in between, so one
+    left without an owner can still be told apart from a look-alike nobody's job ever made.
+    """
+
+    links: tuple[Link, ...]
+    name_label: str
+    uid_label: str
+    marker_label: str
+
+
+# Trainer v2: the JobSet has the TrainJob's name; Trainer's runtimes label each replicated
+# Job with the step it runs (trainer, dataset-initializer, model-initializer).
+TRAINER_CHAIN = Chain(
+    links=(JOBSET, BATCH_JOB),
+    name_label="jobset.sigs.k8s.io/jobset-name",
+    uid_label="jobset.sigs.k8s.io/jobset-uid",
+    marker_label="trainer.kubeflow.org/trainjob-ancestor-step",
+)
 
 
 @dataclass(frozen=True)
@@ -17,12 +64,17 @@ class TrainingKind:
 
     kind: str
     plural: str
-    replica_specs_key: str
+    replica_specs_key: str  # "" for a kind without replica specs (TrainJob)
     versions: tuple[str, ...] = ("v1",)
+    group: str = GROUP
     # restartPolicy a replica gets when its spec names none.
     default_restart_policy: str = "Never"
     # MPIJob still honours its deprecated top-level spec.cleanPodPolicy.
     top_level_clean_pod_policy: bool = False
+    # The condition types that say the job finished: (success, failure).
+    finished_conditions: tuple[str, str] = ("Succeeded", "Failed")
+    # None: the job controls its pods itself (v1). Else the controllers in between.
+    chain: Chain | None = None
 
     @property
     def operator_name(self) -> str:
@@ -32,6 +84,9 @@ class TrainingKind:
     @property
     def preferred_version(self) -> str:
         return self.versions[0]
+
+    def api_version(self, version: str | None = None) -> str:
+        return f"{self.group}/{version or self.preferred_version}"
 
 
 TRAINING_KINDS: tuple[TrainingKind, ...] = (
@@ -47,10 +102,23 @@ TRAINING_KINDS: tuple[TrainingKind, ...] = (
     TrainingKind("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs"),
     TrainingKind("PaddleJob", "paddlejobs", "paddleReplicaSpecs", default_restart_policy="OnFailure"),
     TrainingKind("JAXJob", "jaxjobs", "jaxReplicaSpecs"),
+    # Kubeflow Trainer v2. No cleanPodPolicy, no backoffLimit: its rules are the chain's.
+    TrainingKind(
+        "TrainJob",
+        "trainjobs",
+        "",
+        versions=("v1alpha1",),
+        group=TRAINER_GROUP,
+        finished_conditions=("Complete", "Failed"),
+        chain=TRAINER_CHAIN,
+    ),
 )
+# The kinds whose pods say which job they belong to by the training operator's labels.
+OPERATOR_KINDS: tuple[TrainingKind, ...] = tuple(k for k in TRAINING_KINDS if k.chain is None)
+TRAINJOB = next(k for k in TRAINING_KINDS if k.kind == "TrainJob")
 
 BY_KIND: dict[str, TrainingKind] = {k.kind: k for k in TRAINING_KINDS}
-BY_OPERATOR_NAME: dict[str, TrainingKind] = {k.operator_name: k for k in TRAINING_KINDS}
+BY_OPERATOR_NAME: dict[str, TrainingKind] = {k.operator_name: k for k in OPERATOR_KINDS}
 
 
 def lookup(api_version: str | None, kind: str | None) -> TrainingKind | None:
@@ -59,6 +127,17 @@ def lookup(api_version: str | None, kind: str | None) -> TrainingKind | None:
         return None
     group, _, version = api_version.rpartition("/")
     found = BY_KIND.get(kind)
-    if found is None or group != GROUP or version not in found.versions:
+    if found is None or group != found.group or version not in found.versions:
         return None
     return found
+
+
+LINKS: tuple[Link, ...] = tuple(
+    dict.fromkeys(link for k in TRAINING_KINDS if k.chain for link in k.chain.links)
+)
+LINK_BY_KIND: dict[str, Link] = {link.kind: link for link in LINKS}
+
+
+def link_lookup(api_version: str | None, kind: str | None) -> Link | None:
+    """The chain link (JobSet, batch Job) for an apiVersion/kind pair, if it is one."""
+    return next((link for link in LINKS if link.kind == kind and link.api_version == api_version), None)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from podsweeper.kinds import TrainingKind
+from podsweeper.kinds import Link, TrainingKind
 
 SKIP_ANNOTATION = "podsweeper.dev/skip"
 
@@ -34,6 +34,17 @@ class Verb(StrEnum):
     ADD = "add"
     UPDATE = "update"
     DELETE = "delete"
+
+
+@dataclass(frozen=True)
+class Owner:
+    """An ownerReference, as plain data."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str = ""
+    controller: bool = False
 
 
 @dataclass(frozen=True)
@@ -109,6 +120,9 @@ class Pod:
     # (name, amount) of each extended resource the pod holds, e.g. ("nvidia.com/gpu", 8).
     extended_resources: tuple[tuple[str, int], ...] = ()
     node: str | None = None
+    # The controller between the pod and its job when the job reaches it through a chain
+    # (Trainer v2: the batch Job); None for a pod its job controls itself.
+    via: Owner | None = None
 
     @property
     def active(self) -> bool:
@@ -143,6 +157,7 @@ class Job:
     declared_replicas: int = 0
     # Why podsweeper must not suspend this job (another controller drives its suspend), if so.
     suspend_blocked: str | None = None
+    created: datetime | None = None
 
     @property
     def ref(self) -> JobRef:
@@ -152,6 +167,32 @@ class Job:
     def restarts_unbounded(self) -> bool:
         """No backoffLimit and no deadline: nothing will ever stop failed pods restarting."""
         return self.backoff_limit is None and self.active_deadline_seconds is None
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A JobSet or batch Job in a training job's chain (Trainer v2), as plain data."""
+
+    link: Link
+    namespace: str
+    name: str
+    uid: str
+    controller: Owner | None  # its controller ownerReference; None once orphaned
+    labels: dict[str, str] = field(default_factory=dict, hash=False)
+    # Labels of what it makes (a JobSet's replicated Job templates; a Job's own labels):
+    # where the training job's controller leaves its mark.
+    template_labels: tuple[tuple[str, str], ...] = ()
+    opted_out: bool = False
+    terminating: bool = False
+    created: datetime | None = None
+    finished: str | None = None  # a Completed/Failed (JobSet) or Complete/Failed (Job) condition
+    suspended: bool = False
+    # JobSet failurePolicy rule actions that restart without counting against maxRestarts.
+    unbounded_restart_actions: tuple[str, ...] = ()
+    resource_version: str = ""
+
+    def marked(self, marker_label: str) -> bool:
+        return marker_label in self.labels or any(k == marker_label for k, _ in self.template_labels)
 
 
 @dataclass(frozen=True)

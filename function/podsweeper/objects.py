@@ -23,8 +23,8 @@ from pydantic import (
 
 from podsweeper import kinds
 from podsweeper.errors import BadEvent
-from podsweeper.model import SKIP_ANNOTATION, CleanPodPolicy, ContainerView, Job, Pod
-from podsweeper.ownership import Owner, pod_ownership
+from podsweeper.model import SKIP_ANNOTATION, CleanPodPolicy, ContainerView, Job, Owner, Pod, Workload
+from podsweeper.ownership import pod_ownership
 
 POLICIES = frozenset(p.value for p in CleanPodPolicy)
 
@@ -54,6 +54,14 @@ class ObjectMeta(_Model):
 
     def opted_out(self) -> bool:
         return (self.annotations or {}).get(SKIP_ANNOTATION, "").lower() == "true"
+
+    def owners(self) -> list[Owner]:
+        return [
+            Owner(o.apiVersion, o.kind, o.name, o.uid, bool(o.controller)) for o in self.ownerReferences or ()
+        ]
+
+    def controller(self) -> Owner | None:
+        return next((o for o in self.owners() if o.controller), None)
 
 
 class ContainerStateWaiting(_Model):
@@ -317,10 +325,7 @@ def parse_job_page(body: bytes) -> tuple[list[Job], list[str], str | None]:
 def pod_from(obj: PodObject) -> Pod:
     meta = obj.metadata
     status = obj.status or PodStatus()
-    owners = [
-        Owner(o.apiVersion, o.kind, o.name, o.uid, bool(o.controller)) for o in meta.ownerReferences or ()
-    ]
-    ownership = pod_ownership(meta.namespace, owners, meta.labels or {})
+    ownership = pod_ownership(meta.namespace, meta.owners(), meta.labels or {})
     return Pod(
         namespace=meta.namespace,
         name=meta.name,
@@ -337,13 +342,18 @@ def pod_from(obj: PodObject) -> Pod:
         started=status.startTime,
         extended_resources=obj.spec.extended_resources() if obj.spec else (),
         node=obj.spec.nodeName if obj.spec else None,
+        via=ownership.via,
     )
 
 
-def _finished(status: JobStatus | None) -> tuple[str | None, datetime | None, bool]:
-    """Failed or Succeeded (and since when), and whether the job is suspended."""
+def _finished(
+    status: JobStatus | None, types: tuple[str, str] = ("Succeeded", "Failed")
+) -> tuple[str | None, datetime | None, bool]:
+    """Failed or succeeded (the condition type that says so, and since when), and whether
+    the job is suspended. `types`: the kind's (success, failure) condition types."""
+    success, failure = types
     true = {c.type: c for c in (status.conditions or ()) if c.status == "True"} if status else {}
-    finished = "Failed" if "Failed" in true else "Succeeded" if "Succeeded" in true else None
+    finished = failure if failure in true else success if success in true else None
     since = None
     if finished is not None:
         condition = true[finished]
@@ -356,6 +366,8 @@ def job_from(obj: JobObject) -> Job:
     kind = kinds.lookup(obj.apiVersion, obj.kind)
     if kind is None:
         raise BadEvent(f"{obj.apiVersion}/{obj.kind} is not a training job kind")
+    if kind.chain is not None:
+        return _chained_job(kind, obj)
     spec = obj.spec or {}
     run_policy = _validate_part(RunPolicy, spec.get("runPolicy") or {}, "spec.runPolicy")
     policy = run_policy.cleanPodPolicy
@@ -391,6 +403,141 @@ def job_from(obj: JobObject) -> Job:
         declared_replicas=declared,
         suspend_blocked=_suspend_blocked(obj.metadata.labels or {}, run_policy),
     )
+
+
+class TrainerSpec(_Model):
+    numNodes: int | None = Field(default=None, ge=0)
+
+
+def _chained_job(kind: kinds.TrainingKind, obj: JobObject) -> Job:
+    """A TrainJob: its state, nothing of v1's clean policy or restart policies (its chain's
+    rules read the JobSet and Jobs instead)."""
+    spec = obj.spec or {}
+    trainer = _validate_part(TrainerSpec, spec.get("trainer") or {}, "spec.trainer")
+    finished, finished_at, suspended = _finished(obj.status, kind.finished_conditions)
+    deadline = spec.get("activeDeadlineSeconds")
+    return Job(
+        kind=kind,
+        namespace=obj.metadata.namespace,
+        name=obj.metadata.name,
+        uid=obj.metadata.uid,
+        api_version=obj.apiVersion,
+        opted_out=obj.metadata.opted_out(),
+        finished=finished,
+        finished_at=finished_at,
+        suspended=suspended or spec.get("suspend") is True,
+        active_deadline_seconds=deadline if isinstance(deadline, int) else None,
+        declared_replicas=trainer.numNodes or 1,
+        created=obj.metadata.creationTimestamp,
+    )
+
+
+class FailurePolicyRule(_Model):
+    action: str = ""
+
+
+class FailurePolicy(_Model):
+    rules: list[FailurePolicyRule] | None = None
+
+
+class TemplateMeta(_Model):
+    labels: dict[str, str] | None = None
+
+
+class JobTemplate(_Model):
+    metadata: TemplateMeta | None = None
+
+
+class ReplicatedJob(_Model):
+    template: JobTemplate | None = None
+
+
+class WorkloadSpec(_Model):
+    replicatedJobs: list[ReplicatedJob] | None = None
+    failurePolicy: FailurePolicy | None = None
+    suspend: bool | None = None
+
+
+class WorkloadObject(_Model):
+    """A JobSet or a batch Job: only what tells its place in a chain and its state."""
+
+    apiVersion: str
+    kind: str
+    metadata: ObjectMeta
+    spec: WorkloadSpec | None = None
+    status: JobStatus | None = None
+
+
+# JobSet failurePolicy actions that restart without counting against maxRestarts.
+UNBOUNDED_RESTART_ACTIONS = frozenset({"RestartJobSetAndIgnoreMaxRestarts", "RestartJobAndIgnoreMaxRestarts"})
+# The condition types that say a JobSet / a batch Job finished.
+WORKLOAD_FINISHED = {"JobSet": ("Completed", "Failed"), "Job": ("Complete", "Failed")}
+
+
+def workload_from(obj: WorkloadObject) -> Workload:
+    link = kinds.link_lookup(obj.apiVersion, obj.kind)
+    if link is None:
+        raise BadEvent(f"{obj.apiVersion}/{obj.kind} is not a JobSet or batch Job")
+    meta, spec = obj.metadata, obj.spec or WorkloadSpec()
+    labels = dict(meta.labels or {})
+    template_labels: set[tuple[str, str]] = set()
+    for rjob in spec.replicatedJobs or ():
+        template_meta = (rjob.template or JobTemplate()).metadata or TemplateMeta()
+        template_labels.update((template_meta.labels or {}).items())
+    finished, _, suspended = _finished(obj.status, WORKLOAD_FINISHED[link.kind])
+    actions = tuple(
+        sorted(
+            {r.action for r in (spec.failurePolicy or FailurePolicy()).rules or ()}
+            & UNBOUNDED_RESTART_ACTIONS
+        )
+    )
+    return Workload(
+        link=link,
+        namespace=meta.namespace,
+        name=meta.name,
+        uid=meta.uid,
+        controller=meta.controller(),
+        labels=labels,
+        template_labels=tuple(sorted(template_labels)),
+        opted_out=meta.opted_out(),
+        terminating=meta.deletionTimestamp is not None,
+        created=meta.creationTimestamp,
+        finished=finished,
+        suspended=suspended or spec.suspend is True,
+        unbounded_restart_actions=actions,
+        resource_version=meta.resourceVersion,
+    )
+
+
+WorkloadItem = Annotated[WorkloadObject | Any, Field(union_mode="left_to_right")]
+
+
+class WorkloadList(_Model):
+    items: list[WorkloadItem] | None = None
+    metadata: _ListMeta | None = None
+
+
+def parse_workload_page(body: bytes) -> tuple[list[Workload], list[str], str | None]:
+    """JobSets or Jobs of one LIST page, why any item was unreadable, and the continue token."""
+    page = validate_json(WorkloadList, body or b"{}", "list")
+    found, unreadable = [], []
+    for item in page.items or ():
+        try:
+            if not isinstance(item, WorkloadObject):
+                raise BadEvent(f"object invalid: {_unreadable(WorkloadObject, item)}")
+            found.append(workload_from(item))
+        except BadEvent as error:
+            unreadable.append(str(error))
+    return found, unreadable, page.metadata.continue_ if page.metadata else None
+
+
+def decode_workload(body: bytes | str) -> Workload:
+    """A JobSet or batch Job from the JSON the API (or an event) sent."""
+    return workload_from(validate_json(WorkloadObject, body, "object"))
+
+
+def parse_workload(obj: Mapping[str, Any]) -> Workload:
+    return decode_workload(json_bytes(obj))
 
 
 def decode_pod(body: bytes | str) -> Pod:

@@ -1,7 +1,7 @@
 """How a pod is tied to its training job: the controller ownerReference, else the labels.
 
-The one home of the training operators' pod labels (the v1.6+ set and the pre-v1.6 one) and
-of the ownership rule. The API LISTs by the selectors here; the simulated cluster and the
+The one home of the training operators' pod labels (the v1.6+ set and the pre-v1.6 one), of
+the chained kinds' pod labels (kinds.Chain) and of the ownership rule. The API LISTs by the selectors here; the simulated cluster and the
 tests match labels in memory with the functions here, so both always select the same pods.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from podsweeper import kinds
-from podsweeper.model import JobRef
+from podsweeper.model import JobRef, Owner, Workload
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 OPERATOR_NAME_LABEL = "training.kubeflow.org/operator-name"
@@ -19,52 +19,48 @@ OPERATOR_NAME_LABEL = "training.kubeflow.org/operator-name"
 LEGACY_JOB_NAME_LABEL = "job-name"
 LEGACY_GROUP_LABEL = "group-name"
 
-# The label selectors that find every training pod: the v1.6+ set and the pre-v1.6 one.
+CHAINS: tuple[kinds.Chain, ...] = tuple(dict.fromkeys(k.chain for k in kinds.TRAINING_KINDS if k.chain))
+# The label selectors that find every pod a training job controls itself: the v1.6+ set and
+# the pre-v1.6 one. (A chain's pods are reached through its JobSets and Jobs instead.)
 TRAINING_POD_SELECTORS = (JOB_NAME_LABEL, f"{LEGACY_GROUP_LABEL}={kinds.GROUP},{LEGACY_JOB_NAME_LABEL}")
 
 
-def job_pod_selectors(job_name: str) -> tuple[str, str]:
-    """The two label selectors that find one job's pods (v1.6+ first, then pre-v1.6)."""
+def job_pod_selectors(ref: JobRef) -> tuple[str, ...]:
+    """The label selectors that find one job's pods (v1: v1.6+ first, then pre-v1.6)."""
+    if ref.kind.chain is not None:
+        return (f"{ref.kind.chain.name_label}={ref.name}",)
     return (
-        f"{JOB_NAME_LABEL}={job_name}",
-        f"{LEGACY_GROUP_LABEL}={kinds.GROUP},{LEGACY_JOB_NAME_LABEL}={job_name}",
+        f"{JOB_NAME_LABEL}={ref.name}",
+        f"{LEGACY_GROUP_LABEL}={kinds.GROUP},{LEGACY_JOB_NAME_LABEL}={ref.name}",
     )
 
 
-def labelled_job_names(labels: Mapping[str, str]) -> set[str]:
-    """Every job name these labels tie a pod to (a pod may carry both label sets)."""
+def labelled_job_names(labels: Mapping[str, str]) -> set[tuple[bool, str]]:
+    """Every (chained?, job name) these labels tie a pod to (a pod may carry both v1 sets)."""
     names = set()
     if JOB_NAME_LABEL in labels:
-        names.add(labels[JOB_NAME_LABEL])
+        names.add((False, labels[JOB_NAME_LABEL]))
     if labels.get(LEGACY_GROUP_LABEL) == kinds.GROUP and LEGACY_JOB_NAME_LABEL in labels:
-        names.add(labels[LEGACY_JOB_NAME_LABEL])
+        names.add((False, labels[LEGACY_JOB_NAME_LABEL]))
+    for chain in CHAINS:
+        if chain.name_label in labels:
+            names.add((True, labels[chain.name_label]))
     return names
 
 
 def has_training_label(labels: Mapping[str, str]) -> bool:
     """What TRAINING_POD_SELECTORS select, matched in memory."""
-    return bool(labelled_job_names(labels))
+    return any(not chained for chained, _ in labelled_job_names(labels))
 
 
-def labels_name_job(labels: Mapping[str, str], job_name: str) -> bool:
-    """What job_pod_selectors(job_name) select, matched in memory."""
-    return job_name in labelled_job_names(labels)
+def labels_name_job(labels: Mapping[str, str], ref: JobRef) -> bool:
+    """What job_pod_selectors(ref) select, matched in memory."""
+    return (ref.kind.chain is not None, ref.name) in labelled_job_names(labels)
 
 
 def has_current_labels(labels: Mapping[str, str]) -> bool:
-    """Labelled the v1.6+ way (a pod with only the pre-v1.6 set needs both LISTs)."""
-    return JOB_NAME_LABEL in labels
-
-
-@dataclass(frozen=True)
-class Owner:
-    """An ownerReference, as plain data."""
-
-    api_version: str
-    kind: str
-    name: str
-    uid: str = ""
-    controller: bool = False
+    """Labelled the v1.6+ way, or a chain's (a pod with only the pre-v1.6 set needs both LISTs)."""
+    return JOB_NAME_LABEL in labels or any(chain.name_label in labels for chain in CHAINS)
 
 
 @dataclass(frozen=True)
@@ -73,17 +69,22 @@ class Ownership:
 
     job: JobRef | None
     foreign_controller: bool = False
+    via: Owner | None = None  # the chain's controller of the pod (a batch Job), if chained
 
 
 def pod_ownership(namespace: str, owners: Iterable[Owner], labels: Mapping[str, str]) -> Ownership:
     """Controller ownerReference first; only a pod with no controller at all may be claimed
     by its labels (a pod some other controller owns is never ours, whatever its labels), and
-    then only when the operator-name label tells the job's kind."""
+    then only when the operator-name label tells the job's kind.
+
+    A pod controlled by a chain's last link (a batch Job) whose labels name the chain's top
+    (a JobSet, by name and uid) is a candidate of the chained kind (a TrainJob of that name):
+    only a pass that reads the chain may decide it is one (a plain JobSet's pods look alike)."""
     controller = next((o for o in owners if o.controller), None)
     if controller is not None:
         kind = kinds.lookup(controller.api_version, controller.kind)
         if kind is None:
-            return Ownership(None, foreign_controller=True)
+            return _chained(namespace, controller, labels)
         return Ownership(
             JobRef(kind, namespace, controller.name, controller.uid or None, controller.api_version)
         )
@@ -94,3 +95,33 @@ def pod_ownership(namespace: str, owners: Iterable[Owner], labels: Mapping[str, 
     if not name or kind is None:
         return Ownership(None)  # no job, or a job whose kind cannot be told: not ours
     return Ownership(JobRef(kind, namespace, name))
+
+
+def _chained(namespace: str, controller: Owner, labels: Mapping[str, str]) -> Ownership:
+    for kind in kinds.TRAINING_KINDS:
+        chain = kind.chain
+        if chain is None:
+            continue
+        last = chain.links[-1]
+        if (
+            controller.kind == last.kind
+            and controller.api_version == last.api_version
+            and labels.get(chain.name_label)
+            and labels.get(chain.uid_label)
+        ):
+            return Ownership(JobRef(kind, namespace, labels[chain.name_label]), via=controller)
+    return Ownership(None, foreign_controller=True)
+
+
+def workload_job(workload: Workload) -> JobRef | None:
+    """The chained job a JobSet or batch Job would belong to (by its name or labels), if its
+    kind is in a chain at all. Only a pass reading the chain decides whether it does."""
+    for kind in kinds.TRAINING_KINDS:
+        chain = kind.chain
+        if chain is None or workload.link not in chain.links:
+            continue
+        if workload.link == chain.links[0]:
+            return JobRef(kind, workload.namespace, workload.name)
+        name = workload.labels.get(chain.name_label)
+        return JobRef(kind, workload.namespace, name) if name else None
+    return None

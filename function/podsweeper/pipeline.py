@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from podsweeper import engine, metrics
+from podsweeper import engine, kinds, metrics
 from podsweeper.actions import Applied, carry_out
 from podsweeper.cluster.base import Cluster, JobUnknown
 from podsweeper.config import Settings
@@ -23,8 +23,9 @@ from podsweeper.errors import ApiUnavailable
 from podsweeper.evidence import DELETED, TERMINATED, failures_of, failures_of_deleted
 from podsweeper.intake import Ignored, Intake, ObjectChange, ReferenceChange, SweepRequest, Trigger
 from podsweeper.keeper import EvidenceKeeper
-from podsweeper.model import Job, JobRef, Pod, Verb
-from podsweeper.ownership import has_current_labels
+from podsweeper.lineage import Lineage, decide_lineage
+from podsweeper.model import Job, JobRef, Pod, Verb, Workload
+from podsweeper.ownership import has_current_labels, workload_job
 from podsweeper.report import log_decision
 from podsweeper.triage import JobPass, PassReason, in_scope, triage_object
 
@@ -178,6 +179,14 @@ class Pipeline:
 
     def _resolve_reference(self, ref: ReferenceChange, cluster: Cluster) -> JobPass | Ignored:
         """Reference mode carries no object: read it, then triage it like Resource mode."""
+        if ref.link is not None:
+            workload = cluster.get_workload(ref.link, ref.namespace, ref.name)
+            if workload is None:
+                if ref.verb is Verb.DELETE and ref.link.kind == kinds.JOBSET.kind:
+                    job_ref = JobRef(kinds.TRAINJOB, ref.namespace, ref.name)
+                    return JobPass(job_ref, PassReason.CHAIN)  # its Jobs may be left
+                return Ignored(f"{ref.link.kind} no longer exists")
+            return triage_object(ObjectChange(ref.verb, workload), self.settings)
         if ref.kind is not None:  # a job: the pass reads it fresh anyway
             job_ref = JobRef(ref.kind, ref.namespace, ref.name, None, ref.api_version)
             if ref.verb is Verb.DELETE:
@@ -193,6 +202,8 @@ class Pipeline:
     # -- deciding on fresh state -----------------------------------------------------
     def _run_pass(self, work: JobPass, cluster: Cluster, now: datetime) -> PassResult:
         """Re-read the job (and, when a rule may apply, its pods) and decide on that."""
+        if work.ref.kind.chain is not None:
+            return self._run_chain_pass(work, cluster, now)
         try:
             job = cluster.get_job(work.ref)
         except JobUnknown as unknown:
@@ -211,6 +222,42 @@ class Pipeline:
         if not decisions:
             note = note or "the fresh state names no pod for any rule"
         return PassResult(decisions, note, bound)
+
+    def _run_chain_pass(self, work: JobPass, cluster: Cluster, now: datetime) -> PassResult:
+        """A chained job (TrainJob): read the job, its JobSet, the Jobs and pods labelled with
+        its name, decide on the whole chain (podsweeper.lineage)."""
+        ref, chain = work.ref, work.ref.kind.chain
+        assert chain is not None
+        try:
+            job = cluster.get_job(ref)
+        except JobUnknown as unknown:
+            return PassResult([], f"job unknown, not gone: {unknown}", 0)
+        top = cluster.get_workload(chain.links[0], ref.namespace, ref.name)
+        selector = f"{chain.name_label}={ref.name}"
+        middles = tuple(cluster.list_workloads(chain.links[-1], ref.namespace, selector))
+        pods = tuple(cluster.list_job_pods(ref))
+        lineage = Lineage(ref, job, top, middles, pods)
+        decisions = decide_lineage(lineage, now, self.settings, check_new=work.check_backoff)
+        self._keep_chain_evidence(decisions, lineage, cluster)
+        note = None if decisions else "the fresh state of the chain names nothing for any rule"
+        return PassResult(decisions, note, self.settings.max_deletes_per_event)
+
+    def _keep_chain_evidence(self, decisions: list[Decision], lineage: Lineage, cluster: Cluster) -> None:
+        """Failed runs of the pods a JobSet/Job delete is about to take with it, logs included."""
+        doomed = {d.uid for d in decisions if d.action is Action.DELETE and d.kind != "Pod"}
+        if not doomed or lineage.job is None:
+            return
+        uid_label = lineage.chain.uid_label
+        gpus = self.settings.gpu_resource_names
+        failures = [
+            failure
+            for pod in lineage.pods
+            if pod.labels.get(uid_label) in doomed or (pod.via is not None and pod.via.uid in doomed)
+            for failure in failures_of(pod, pod.gpus(gpus), TERMINATED)
+        ]
+        if failures:
+            assert self._keeper is not None
+            self._keeper.keep(cluster, lineage.job.ref, failures, read_logs=True)
 
     def _sweep(
         self,
@@ -256,6 +303,9 @@ class Pipeline:
                 known = candidates.get(key)
                 if known is None or (legacy and not known.all_label_sets):
                     candidates[key] = JobPass(ref, PassReason.SWEEP, all_label_sets=legacy)
+            for chained in kinds.TRAINING_KINDS:
+                if chained.chain is not None:
+                    self._sweep_chain(chained, namespace, cluster, candidates)
         try:
             return self._sweep_passes(candidates, cluster, now, deadline, act)
         finally:
@@ -264,6 +314,39 @@ class Pipeline:
                     slot = (item.decision.namespace, item.decision.rule.value)
                     leftover[slot] = max(0, leftover[slot] - item.decision.gpus)
             metrics.publish_leftover({slot: gpus for slot, gpus in leftover.items() if gpus})
+
+    def _sweep_chain(
+        self,
+        kind: kinds.TrainingKind,
+        namespace: str | None,
+        cluster: Cluster,
+        candidates: dict[JobKey, JobPass],
+    ) -> None:
+        """A chained kind's candidates, from its JobSets and Jobs as listed: a JobSet whose
+        TrainJob is gone or finished, a Job whose JobSet is gone, an ownerless one. The pass
+        re-reads each before anything is decided."""
+        chain = kind.chain
+        assert chain is not None
+        jobs = {(job.namespace, job.name): job for job in cluster.list_jobs(namespace, kind)}
+        tops: dict[tuple[str, str], Workload] = {}
+        for top in cluster.list_workloads(chain.links[0], namespace, ""):
+            tops[(top.namespace, top.name)] = top
+            job = jobs.get((top.namespace, top.name))
+            owned = job is not None and top.controller is not None and top.controller.uid == job.uid
+            if owned and job is not None and (not job.finished or top.finished is not None):
+                continue  # running, or finished alike: nothing a rule names
+            self._chain_candidate(top, candidates)
+        for middle in cluster.list_workloads(chain.links[-1], namespace, chain.name_label):
+            parent = tops.get((middle.namespace, middle.labels.get(chain.name_label, "")))
+            if parent is not None and middle.controller is not None and middle.controller.uid == parent.uid:
+                continue
+            self._chain_candidate(middle, candidates)
+
+    def _chain_candidate(self, workload: Workload, candidates: dict[JobKey, JobPass]) -> None:
+        ref = workload_job(workload)
+        if ref is None or in_scope(ref.namespace, self.settings) is not None:
+            return
+        candidates.setdefault(ref.key, JobPass(ref, PassReason.SWEEP))
 
     def _sweep_passes(
         self,

@@ -24,6 +24,7 @@ MAX_EVENT_MESSAGE = 1024
 WARNING_REASONS = {
     Rule.CRASH_LOOP: "CrashLoopWithoutLimit",
     Rule.NO_BACKOFF_LIMIT: "NoBackoffLimit",
+    Rule.UNBOUNDED_JOBSET_RESTARTS: "UnboundedJobSetRestarts",
 }
 
 
@@ -108,16 +109,22 @@ def suspend_event(decision: Decision, now: datetime) -> EventRecord:
 
 
 def cleanup_event(job: JobRef, deleted: Iterable[Decision], now: datetime) -> EventRecord:
-    """PodsCleanedUp: which pods went, why, and how their containers died."""
-    deleted = sorted(deleted, key=lambda d: d.name)
+    """PodsCleanedUp: which pods (or, for a chain, which JobSets/Jobs and so their pods) went,
+    why, and how their containers died."""
+    deleted = sorted(deleted, key=lambda d: (d.kind, d.name))
     parts = []
     for d in deleted:
         evidence = "; ".join(describe_container(c) for c in d.evidence)
-        parts.append(f"{d.name} [{d.rule.value}]" + (f" ({evidence})" if evidence else ""))
+        shown = d.name if d.kind == "Pod" else f"{d.kind} {d.name}"
+        parts.append(f"{shown} [{d.rule.value}]" + (f" ({evidence})" if evidence else ""))
     gpus = sum(d.gpus for d in deleted)
     held = sum(d.gpu_seconds(now) for d in deleted)
     reclaimed = f" ({gpus} GPU(s) freed, {held:.0f} GPU-seconds held since no longer needed)" if gpus else ""
-    message = f"podsweeper deleted {len(deleted)} pod(s){reclaimed}: " + ", ".join(parts)
+    pods = sum(1 for d in deleted if d.kind == "Pod")
+    what = [f"{pods} pod(s)"] if pods else []
+    if len(deleted) > pods:
+        what.append(f"{len(deleted) - pods} object(s) with their pods")
+    message = f"podsweeper deleted {' and '.join(what)}{reclaimed}: " + ", ".join(parts)
     return EventRecord(
         name=_event_name(job, "cleanup", *(d.uid for d in deleted)),
         involved=job,

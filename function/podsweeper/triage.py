@@ -12,7 +12,8 @@ from enum import StrEnum
 from podsweeper.config import Settings
 from podsweeper.engine import unbounded_restart_replicas
 from podsweeper.intake import Ignored, ObjectChange
-from podsweeper.model import Job, JobRef, Pod, Verb
+from podsweeper.model import Job, JobRef, Pod, Verb, Workload
+from podsweeper.ownership import workload_job
 
 
 class PassReason(StrEnum):
@@ -24,6 +25,7 @@ class PassReason(StrEnum):
     CRASH_LOOP = "crash-loop"  # a pod event showed a crash loop past the threshold
     REFERENCE = "reference"  # Reference mode: the event named the job, nothing more
     SWEEP = "sweep"  # the backstop sweep found pods a rule names
+    CHAIN = "chain"  # a JobSet or batch Job of a chained job (Trainer v2) changed
 
     @property
     def lists_pods(self) -> bool:
@@ -53,12 +55,18 @@ def triage_object(change: ObjectChange, settings: Settings) -> JobPass | Ignored
     """An object from a Resource-mode event (or read for a Reference-mode one), in scope."""
     if isinstance(change.obj, Pod):
         return _triage_pod(change.verb, change.obj, settings)
+    if isinstance(change.obj, Workload):
+        return _triage_workload(change.verb, change.obj)
     return _triage_job(change.verb, change.obj)
 
 
 def _triage_pod(verb: Verb, pod: Pod, settings: Settings) -> JobPass | Ignored:
     if pod.job is None:
         return Ignored("not a pod of a training job")
+    if pod.job.kind.chain is not None:
+        return Ignored(
+            f"a {pod.job.kind.kind}'s pods are decided at its JobSet, on JobSet, Job and job events"
+        )
     if verb is Verb.DELETE:
         return Ignored("pod deleted")
     if pod.terminating:
@@ -66,6 +74,23 @@ def _triage_pod(verb: Verb, pod: Pod, settings: Settings) -> JobPass | Ignored:
     if pod.max_crash_loop_restarts() >= settings.crashloop_restarts:
         return JobPass(pod.job, PassReason.CRASH_LOOP)
     return Ignored("no rule acts on this pod event alone; job events and the sweep cover it")
+
+
+def _triage_workload(verb: Verb, workload: Workload) -> JobPass | Ignored:
+    """A JobSet or batch Job event. Passes only when a chain rule may apply: a new JobSet (a
+    TrainJob's may restart without bound, or come back after its TrainJob finished), a gone
+    JobSet (its Jobs may be left), and one that has lost its controller (orphaned)."""
+    ref = workload_job(workload)
+    if ref is None:
+        return Ignored(f"{workload.link.kind} {workload.name} names no training job")
+    top = ref.kind.chain is not None and workload.link == ref.kind.chain.links[0]
+    if top and verb is Verb.ADD:
+        return JobPass(ref, PassReason.CHAIN, check_backoff=True)
+    if top and verb is Verb.DELETE:
+        return JobPass(ref, PassReason.CHAIN)
+    if verb is not Verb.DELETE and workload.controller is None:
+        return JobPass(ref, PassReason.CHAIN)
+    return Ignored(f"{workload.link.kind} {workload.name}: no chain rule acts on this change alone")
 
 
 def _triage_job(verb: Verb, job: Job) -> JobPass | Ignored:

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 from podsweeper.decisions import Result
-from podsweeper.kinds import TrainingKind
-from podsweeper.model import EventRecord, Job, JobRef, Pod
+from podsweeper.kinds import Link, TrainingKind
+from podsweeper.model import EventRecord, Job, JobRef, Pod, Workload
 
 
 class JobUnknown(Exception):
@@ -35,6 +35,16 @@ class Cluster(Protocol):
         200 (always, for a pod on a node), and a pod that changed since it was read (say, just
         opted out) is not deleted on stale facts.
         """
+
+    def get_workload(self, link: Link, namespace: str, name: str) -> Workload | None:
+        """A chain's JobSet or batch Job as it is now; None on 404 (or never seen, in a replay)."""
+
+    def list_workloads(self, link: Link, namespace: str | None, selector: str) -> Iterator[Workload]:
+        """JobSets or batch Jobs matching a `label=value` or `label` selector (paginated)."""
+
+    def delete_workload(self, link: Link, namespace: str, name: str, uid: str) -> Result:
+        """Delete a JobSet or batch Job with preconditions uid and background propagation
+        (the garbage collector then removes what it controls). DELETED, GONE or CONFLICT."""
 
     def suspend_job(self, ref: JobRef) -> Result:
         """Set spec.runPolicy.suspend on the job whose uid is ref.uid.

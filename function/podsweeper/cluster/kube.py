@@ -26,8 +26,15 @@ from podsweeper.config import Settings
 from podsweeper.decisions import Result
 from podsweeper.errors import ApiUnavailable, BadEvent
 from podsweeper.evidence import decode, encode, store_name
-from podsweeper.model import EventRecord, Job, JobRef, Pod
-from podsweeper.objects import decode_job, decode_pod, parse_job_page, parse_pod_page
+from podsweeper.model import EventRecord, Job, JobRef, Pod, Workload
+from podsweeper.objects import (
+    decode_job,
+    decode_pod,
+    decode_workload,
+    parse_job_page,
+    parse_pod_page,
+    parse_workload_page,
+)
 from podsweeper.ownership import TRAINING_POD_SELECTORS, job_pod_selectors
 
 log = logging.getLogger("podsweeper.cluster")
@@ -212,7 +219,7 @@ class KubeCluster:
         body = self._request(
             f"get {ref.kind.plural} {ref.namespace}/{ref.name}",
             self.custom.get_namespaced_custom_object,
-            kinds.GROUP,
+            ref.kind.group,
             ref.version,
             ref.namespace,
             ref.kind.plural,
@@ -236,7 +243,7 @@ class KubeCluster:
         if not _can_label(ref.namespace, ref.name):
             return []
         found: dict[str, Pod] = {}  # by uid: a pod may carry both label sets
-        for selector in job_pod_selectors(ref.name):
+        for selector in job_pod_selectors(ref):
             if found and not all_label_sets:
                 break
             for pod in self._paged(
@@ -261,6 +268,62 @@ class KubeCluster:
             return Result.CONFLICT
         return Result.GONE if found is None else Result.DELETED
 
+    def get_workload(self, link: kinds.Link, namespace: str, name: str) -> Workload | None:
+        if not _can_exist(namespace, name):
+            return None
+        body = self._request(
+            f"get {link.plural} {namespace}/{name}",
+            self.custom.get_namespaced_custom_object,
+            link.group,
+            link.version,
+            namespace,
+            link.plural,
+            name,
+        )
+        return self._decoded(decode_workload, body)
+
+    def list_workloads(self, link: kinds.Link, namespace: str | None, selector: str) -> Iterator[Workload]:
+        what = f"list {link.plural} {selector}"
+        if namespace is None:
+            yield from self._paged(
+                parse_workload_page,
+                what,
+                self.custom.list_cluster_custom_object,
+                link.group,
+                link.version,
+                link.plural,
+                label_selector=selector,
+            )
+        else:
+            yield from self._paged(
+                parse_workload_page,
+                what,
+                self.custom.list_namespaced_custom_object,
+                link.group,
+                link.version,
+                namespace,
+                link.plural,
+                label_selector=selector,
+            )
+
+    def delete_workload(self, link: kinds.Link, namespace: str, name: str, uid: str) -> Result:
+        # Background: the garbage collector removes what it controls (Jobs, pods) after it.
+        body = {"propagationPolicy": "Background", "preconditions": {"uid": uid}}
+        try:
+            found = self._request(
+                f"delete {link.plural} {namespace}/{name}",
+                self.custom.delete_namespaced_custom_object,
+                link.group,
+                link.version,
+                namespace,
+                link.plural,
+                name,
+                body=body,
+            )
+        except ApiException:  # only 409 gets here: the uid precondition failed
+            return Result.CONFLICT
+        return Result.GONE if found is None else Result.DELETED
+
     def suspend_job(self, ref: JobRef) -> Result:
         # The uid in a merge patch is a precondition: a job re-created under this name has
         # another uid, and the API refuses to change it (409 or 422).
@@ -269,7 +332,7 @@ class KubeCluster:
             found = self._request(
                 f"suspend {ref.kind.plural} {ref.namespace}/{ref.name}",
                 self.custom.patch_namespaced_custom_object,
-                kinds.GROUP,
+                ref.kind.group,
                 ref.version,
                 ref.namespace,
                 ref.kind.plural,
@@ -306,7 +369,7 @@ class KubeCluster:
             "labels": {EVIDENCE_LABEL: job.name[:63]},
             "ownerReferences": [
                 {
-                    "apiVersion": job.api_version or f"{kinds.GROUP}/{job.version}",
+                    "apiVersion": job.api_version or job.kind.api_version(job.version),
                     "kind": job.kind.kind,
                     "name": job.name,
                     "uid": job.uid,
@@ -363,7 +426,7 @@ class KubeCluster:
             "kind": "Event",
             "metadata": {"name": event.name, "namespace": ref.namespace, "annotations": marks},
             "involvedObject": {
-                "apiVersion": ref.api_version or f"{kinds.GROUP}/{ref.version}",
+                "apiVersion": ref.api_version or ref.kind.api_version(ref.version),
                 "kind": ref.kind.kind,
                 "name": ref.name,
                 "namespace": ref.namespace,
@@ -441,7 +504,7 @@ class KubeCluster:
                 parse_job_page,
                 what,
                 self.custom.list_cluster_custom_object,
-                kinds.GROUP,
+                kind.group,
                 version,
                 kind.plural,
             )
@@ -450,7 +513,7 @@ class KubeCluster:
                 parse_job_page,
                 what,
                 self.custom.list_namespaced_custom_object,
-                kinds.GROUP,
+                kind.group,
                 version,
                 namespace,
                 kind.plural,

@@ -16,9 +16,15 @@ from typing import Any
 from podsweeper.cluster.base import JobUnknown
 from podsweeper.decisions import Result
 from podsweeper.evidence import decode, encode, store_name
-from podsweeper.kinds import TrainingKind
-from podsweeper.model import EventRecord, Job, JobRef, Pod, Verb
+from podsweeper.kinds import Link, TrainingKind
+from podsweeper.model import EventRecord, Job, JobRef, Pod, Verb, Workload
 from podsweeper.ownership import has_training_label, labelled_job_names, labels_name_job
+
+
+def _uid_label(pod: Pod) -> str:
+    """The label with the uid of the top of the pod's chain ("" for a v1 pod)."""
+    chain = pod.job.kind.chain if pod.job is not None else None
+    return chain.uid_label if chain is not None else ""
 
 
 def _grew(before: int | None, now: int | None) -> bool:
@@ -36,7 +42,9 @@ class SimulatedCluster:
     pods: dict[tuple[str, str], Pod] = field(default_factory=dict)
     jobs: dict[tuple[str, str, str], Job] = field(default_factory=dict)
     gone_jobs: set[tuple[str, str, str]] = field(default_factory=set)
-    deleted_by_podsweeper: set[str] = field(default_factory=set)  # pod uids
+    deleted_by_podsweeper: set[str] = field(default_factory=set)  # pod, JobSet and Job uids
+    # (kind, namespace, name) -> the chains' JobSets and batch Jobs the stream showed
+    workloads: dict[tuple[str, str, str], Workload] = field(default_factory=dict)
     events: dict[str, RecordedEvent] = field(default_factory=dict)
     # (namespace, store name) -> (encoded records, version): the evidence stores
     evidence: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
@@ -54,13 +62,13 @@ class SimulatedCluster:
     def _indexed(self, key: tuple[str, str], pod: Pod) -> None:
         if key not in self._position:
             self._position[key] = next(self._counter)
-        for job in labelled_job_names(pod.labels):
+        for _, job in labelled_job_names(pod.labels):
             self._by_job.setdefault((key[0], job), {})[key[1]] = None
 
     def _unindexed(self, key: tuple[str, str], pod: Pod, keep_position: bool = False) -> None:
         if not keep_position:
             self._position.pop(key, None)
-        for job in labelled_job_names(pod.labels):
+        for _, job in labelled_job_names(pod.labels):
             names = self._by_job.get((key[0], job))
             if names is not None:
                 names.pop(key[1], None)
@@ -80,9 +88,18 @@ class SimulatedCluster:
             self._unindexed(key, previous)
 
     # -- feeding the stream --------------------------------------------------------
-    def observe(self, verb: Verb | str, obj: Pod | Job) -> str | None:
+    def observe(self, verb: Verb | str, obj: Pod | Job | Workload) -> str | None:
         """Apply one watched change; returns why it was ignored, if it was."""
         verb = Verb(verb)
+        if isinstance(obj, Workload):
+            if obj.uid and obj.uid in self.deleted_by_podsweeper:
+                return f"{obj.link.kind} already deleted by podsweeper in this replay"
+            workload_key = (obj.link.kind, obj.namespace, obj.name)
+            if verb is Verb.DELETE:
+                self.workloads.pop(workload_key, None)
+            else:
+                self.workloads[workload_key] = obj
+            return None
         if isinstance(obj, Pod):
             if obj.uid and obj.uid in self.deleted_by_podsweeper:
                 return "pod already deleted by podsweeper in this replay"
@@ -122,7 +139,7 @@ class SimulatedCluster:
             ((ref.namespace, name) for name in self._by_job.get((ref.namespace, ref.name), ())),
             key=self._position.__getitem__,
         )
-        return [p for p in (self.pods[key] for key in keys) if labels_name_job(p.labels, ref.name)]
+        return [p for p in (self.pods[key] for key in keys) if labels_name_job(p.labels, ref)]
 
     def delete_pod(self, namespace: str, name: str, uid: str, resource_version: str = "") -> Result:
         current = self.pods.get((namespace, name))
@@ -134,6 +151,35 @@ class SimulatedCluster:
             return Result.CONFLICT
         self._drop_pod((namespace, name))
         self.deleted_by_podsweeper.add(uid)
+        return Result.DELETED
+
+    def get_workload(self, link: Link, namespace: str, name: str) -> Workload | None:
+        return self.workloads.get((link.kind, namespace, name))
+
+    def list_workloads(self, link: Link, namespace: str | None, selector: str) -> Iterator[Workload]:
+        label, _, value = selector.partition("=")
+        for (kind, ns, _), workload in list(self.workloads.items()):
+            if kind != link.kind or (namespace is not None and ns != namespace):
+                continue
+            if label in workload.labels and (not value or workload.labels[label] == value):
+                yield workload
+
+    def delete_workload(self, link: Link, namespace: str, name: str, uid: str) -> Result:
+        current = self.workloads.get((link.kind, namespace, name))
+        if current is None:
+            return Result.GONE
+        if current.uid != uid:
+            return Result.CONFLICT
+        del self.workloads[(link.kind, namespace, name)]
+        self.deleted_by_podsweeper.add(uid)
+        # Background propagation: what it controls goes too (the garbage collector's part).
+        for key, pod in list(self.pods.items()):
+            if pod.via is not None and (pod.via.uid == uid or pod.labels.get(_uid_label(pod)) == uid):
+                self._drop_pod(key)
+                self.deleted_by_podsweeper.add(pod.uid)
+        for workload in list(self.workloads.values()):
+            if workload.controller is not None and workload.controller.uid == uid:
+                self.delete_workload(workload.link, workload.namespace, workload.name, workload.uid)
         return Result.DELETED
 
     def suspend_job(self, ref: JobRef) -> Result:

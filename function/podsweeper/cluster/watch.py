@@ -36,6 +36,7 @@ class Resource:
     group: str  # "" for core
     version: str
     plural: str
+    selector: str | None = None  # a label selector (a chain's batch Jobs: only labelled ones)
 
     @property
     def label(self) -> str:
@@ -82,6 +83,8 @@ class NamespaceWatch:
             if self.pod_selector:
                 extra["label_selector"] = self.pod_selector
             return self.core.list_namespaced_pod(self.namespace, _preload_content=False, **extra)
+        if resource.selector:
+            extra["label_selector"] = resource.selector
         return self.custom.list_namespaced_custom_object(
             resource.group, resource.version, self.namespace, resource.plural, _preload_content=False, **extra
         )
@@ -103,9 +106,15 @@ class NamespaceWatch:
     def start(self) -> None:
         candidates: list[tuple[Resource, ...]] = [(Resource("", "v1", "pods"),)]
         candidates += [
-            tuple(Resource(kinds.GROUP, version, kind.plural) for version in kind.versions)
+            tuple(Resource(kind.group, version, kind.plural) for version in kind.versions)
             for kind in kinds.TRAINING_KINDS
         ]
+        # A chain's JobSets, and the batch Jobs labelled as a chain's (not every batch Job).
+        for kind in kinds.TRAINING_KINDS:
+            if kind.chain is not None:
+                top, *_, last = kind.chain.links
+                candidates.append((Resource(top.group, top.version, top.plural),))
+                candidates.append((Resource(last.group, last.version, last.plural, kind.chain.name_label),))
         started: list[tuple[Resource, str]] = []
         for versions in candidates:
             # The first served version of each kind: a cluster serves e.g. MPIJob v1 (training

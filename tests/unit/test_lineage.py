@@ -1,0 +1,215 @@
+"""Trainer v2 rules (podsweeper.lineage) through the pipeline, on the simulated cluster.
+
+The objects are shaped like those the real Trainer v2.3.0 and JobSet v0.12.0 make
+(tests/fixtures/trainer.py); each rule is checked both ways: it fires, and its look-alike
+(a plain JobSet or batch Job, a young object, an opted-out one) is left alone.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from podsweeper.cluster.simulated import SimulatedCluster
+from podsweeper.config import Settings
+from podsweeper.decisions import Action, Result, Rule
+from podsweeper.intake import parse_event
+from podsweeper.model import Verb
+from podsweeper.objects import parse_job, parse_pod, parse_workload
+from podsweeper.pipeline import Pipeline
+from tests.fixtures import trainer as v2
+from tests.fixtures.builders import at, event, ping, split
+
+FINISHED = [("Complete", at(50))]
+
+
+def world(*objs) -> SimulatedCluster:
+    cluster = SimulatedCluster()
+    for obj in objs:
+        if obj["kind"] == "Pod":
+            cluster.observe(Verb.ADD, parse_pod(obj))
+        elif obj["kind"] == "TrainJob":
+            cluster.observe(Verb.ADD, parse_job(obj))
+        else:
+            cluster.observe(Verb.ADD, parse_workload(obj))
+    return cluster
+
+
+def gone(cluster: SimulatedCluster, tj: dict) -> None:
+    """The stream showed the TrainJob's delete (the replay's way of knowing 404)."""
+    cluster.observe(Verb.DELETE, parse_job(tj))
+
+
+def handle(cluster, raw_event, now=600, **settings):
+    return Pipeline(cluster, Settings(**settings)).handle(parse_event(*split(raw_event)), at(now))
+
+
+def decided(outcome):
+    return [
+        (a.decision.rule, a.decision.action, a.decision.kind, a.decision.name, a.result)
+        for a in outcome.applied
+    ]
+
+
+def test_a_cleanly_completed_trainjob_gets_nothing():
+    tj, js, job, _ = v2.chain(conditions=FINISHED)
+    pods = [v2.pod(job, i, phase="Succeeded", exit_code=0) for i in range(2)]
+    cluster = world(tj, v2.jobset(tj, conditions=[("Completed", at(50))]), job, *pods)
+    outcome = handle(cluster, event("update", tj, at(51)))
+    assert outcome.applied == [] and len(cluster.pods) == 2 and len(cluster.workloads) == 2
+
+
+def test_a_jobset_created_again_after_its_trainjob_finished_is_deleted_at_once():
+    """kubeflow/trainer#2981/#3779/#3737: the JobSet comes back, pods and all, for a Complete job."""
+    tj = v2.trainjob(conditions=FINISHED)
+    js = v2.jobset(tj, created=at(120), generation="-2")
+    job = v2.batch_job(js)
+    cluster = world(tj, js, job, v2.pod(job, 0), v2.pod(job, 1))
+    outcome = handle(cluster, event("add", js, at(120)), now=121)
+    assert decided(outcome) == [
+        (Rule.FINISHED_TRAINJOB_ACTIVE_JOBSET, Action.DELETE, "JobSet", "tj", Result.DELETED)
+    ]
+    assert outcome.applied[0].decision.gpus == 2
+    assert cluster.pods == {} and cluster.workloads == {}  # background propagation
+    (event_record,) = [e.record for e in cluster.events.values()]
+    assert event_record.reason == "PodsCleanedUp" and "JobSet tj" in event_record.message
+
+
+def test_a_finished_trainjobs_own_jobset_gets_the_grace_first():
+    """The JobSet deletes its active Jobs itself when it finishes: podsweeper is the backstop."""
+    tj, js, job, pods = v2.chain(conditions=FINISHED)
+    cluster = world(tj, js, job, *pods)
+    assert handle(cluster, event("update", tj, at(51)), now=51).applied == []
+    assert len(cluster.pods) == 2
+    outcome = handle(cluster, event("update", tj, at(90)), now=90, operator_grace_seconds=30)
+    assert decided(outcome) == [
+        (Rule.FINISHED_TRAINJOB_ACTIVE_JOBSET, Action.DELETE, "JobSet", "tj", Result.DELETED)
+    ]
+
+
+def test_dry_run_and_opt_out_change_nothing():
+    tj = v2.trainjob(conditions=FINISHED)
+    js = v2.jobset(tj, created=at(120))
+    job = v2.batch_job(js)
+    cluster = world(tj, js, job, v2.pod(job, 0))
+    outcome = handle(cluster, event("add", js, at(120)), dry_run=True)
+    assert [a.result for a in outcome.applied] == [Result.DRY_RUN] and len(cluster.workloads) == 2
+    skipped = v2.jobset(tj, created=at(120), annotations={"podsweeper.dev/skip": "true"})
+    cluster = world(tj, skipped, job, v2.pod(job, 0))
+    outcome = handle(cluster, event("add", skipped, at(120)))
+    assert [a.decision.action for a in outcome.applied] == [Action.SKIP] and len(cluster.pods) == 1
+    opted = v2.trainjob(conditions=FINISHED, annotations={"podsweeper.dev/skip": "true"})
+    cluster = world(opted, js, job, v2.pod(job, 0))
+    outcome = handle(cluster, event("add", js, at(120)))
+    assert [a.decision.action for a in outcome.applied] == [Action.SKIP] and len(cluster.pods) == 1
+
+
+def test_a_running_trainjob_is_left_alone():
+    tj, js, job, pods = v2.chain(conditions=[("Created", at(0))])
+    cluster = world(tj, js, job, *pods)
+    assert handle(cluster, event("add", js, at(1))).applied == []
+    assert handle(cluster, ping(at(600))).applied == []
+
+
+@pytest.mark.parametrize("orphaned_by_gc", [False, True])
+def test_the_jobset_of_a_deleted_trainjob_is_an_orphan(orphaned_by_gc):
+    """Deleted with propagation Orphan, the garbage collector strips the ownerReference; before
+    that (or with Background, racing the collector) it still names the gone TrainJob."""
+    tj, js, job, pods = v2.chain()
+    if orphaned_by_gc:
+        js = v2.jobset(None)
+    cluster = world(tj, js, job, *pods)
+    gone(cluster, tj)
+    outcome = handle(cluster, event("delete", tj, at(100)), now=100)
+    assert decided(outcome) == [(Rule.ORPHAN, Action.DELETE, "JobSet", "tj", Result.DELETED)]
+    assert cluster.pods == {}
+
+
+def test_a_young_orphan_waits_for_the_grace():
+    tj, js, job, pods = v2.chain()
+    cluster = world(tj, v2.jobset(None, created=at(90)), job, *pods)
+    gone(cluster, tj)
+    assert handle(cluster, event("delete", tj, at(100)), now=100).applied == []
+
+
+def test_a_plain_jobset_or_batch_job_is_never_touched():
+    """No TrainJob ever owned them and they carry no Trainer mark: crash-looping or not, ours not."""
+    plain = v2.jobset(None, name="plain", marked=False)
+    job = v2.batch_job(plain, marked=False)
+    loose = v2.batch_job(v2.jobset(None, name="gone-plain", marked=False), owned=False, marked=False)
+    cluster = world(plain, job, v2.pod(job, 0), v2.pod(job, 1), loose, v2.pod(loose, 0))
+    cluster.gone_jobs.add(("TrainJob", "team-a", "plain"))
+    cluster.gone_jobs.add(("TrainJob", "team-a", "gone-plain"))
+    for raw in (event("add", plain, at(1)), event("update", loose, at(2)), ping(at(600))):
+        assert handle(cluster, raw).applied == []
+    assert len(cluster.pods) == 3 and len(cluster.workloads) == 3
+
+
+def test_a_batch_job_controlled_by_something_else_is_never_touched():
+    tj, js, job, pods = v2.chain()
+    foreign = v2.batch_job(js, owned=False)
+    foreign["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": "CronJob", "name": "c", "uid": "c", "controller": True}
+    ]
+    cluster = world(foreign, v2.pod(foreign, 0))
+    cluster.gone_jobs.add(("TrainJob", "team-a", "tj"))
+    assert handle(cluster, ping(at(600))).applied == []
+    assert len(cluster.workloads) == 1
+
+
+def test_the_jobs_of_a_jobset_deleted_with_orphan_propagation_are_orphans():
+    """The JobSet went (propagation Orphan): its Jobs run on with no controller, their pods too."""
+    tj, js, job, pods = v2.chain()
+    orphan_job = v2.batch_job(js, owned=False)
+    cluster = world(tj, orphan_job, *[v2.pod(orphan_job, i) for i in range(2)])
+    outcome = handle(cluster, event("update", orphan_job, at(100)), now=100)
+    assert decided(outcome) == [(Rule.ORPHAN, Action.DELETE, "Job", "tj-node-0", Result.DELETED)]
+    assert cluster.pods == {}
+
+
+def test_unbounded_jobset_restarts_are_warned_once_on_the_trainjob():
+    tj = v2.trainjob(conditions=[("Created", at(0))])
+    js = v2.jobset(tj, failure_actions=("RestartJobSetAndIgnoreMaxRestarts",))
+    cluster = world(tj, js)
+    outcome = handle(cluster, event("add", js, at(1)))
+    assert decided(outcome) == [
+        (Rule.UNBOUNDED_JOBSET_RESTARTS, Action.WARN, "TrainJob", "tj", Result.WARNED)
+    ]
+    assert handle(cluster, event("update", js, at(2))).applied == []  # only a new JobSet
+    bounded = v2.jobset(tj, failure_actions=("FailJobSet", "RestartJobSet"))
+    assert handle(world(tj, bounded), event("add", bounded, at(1))).applied == []
+
+
+def test_the_evidence_of_failed_pods_is_kept_before_their_jobset_goes():
+    """kubernetes-sigs/jobset#776: failed pods vanish with their JobSet; the store keeps them."""
+    tj = v2.trainjob(conditions=[("Failed", at(50))])
+    js = v2.jobset(tj, created=at(120))
+    job = v2.batch_job(js)
+    cluster = world(tj, js, job, v2.pod(job, 0), v2.pod(job, 1, phase="Failed", exit_code=3))
+    handle(cluster, event("add", js, at(120)), now=121)
+    (records,) = [r for r, _ in cluster.evidence.values()]
+    assert '"exit_code":3' in records.replace(" ", "") and v2.pod(job, 1)["metadata"]["name"] in records
+
+
+def test_the_sweep_finds_what_no_event_reported():
+    tj = v2.trainjob(conditions=FINISHED)
+    js = v2.jobset(tj, created=at(120))
+    job = v2.batch_job(js)
+    other_tj, other_js, other_job, other_pods = v2.chain("other")
+    orphan_job = v2.batch_job(v2.jobset(None, name="gone"), owned=False)
+    cluster = world(tj, js, job, v2.pod(job, 0), other_tj, other_js, other_job, *other_pods, orphan_job)
+    cluster.gone_jobs.add(("TrainJob", "team-a", "gone"))
+    outcome = handle(cluster, ping(at(600)))
+    assert sorted(decided(outcome)) == sorted(
+        [
+            (Rule.FINISHED_TRAINJOB_ACTIVE_JOBSET, Action.DELETE, "JobSet", "tj", Result.DELETED),
+            (Rule.ORPHAN, Action.DELETE, "Job", "gone-node-0", Result.DELETED),
+        ]
+    )
+    assert len(cluster.pods) == 2  # the running TrainJob's
+
+
+def test_v2_pod_events_decide_nothing_by_themselves():
+    tj, js, job, pods = v2.chain(conditions=FINISHED)
+    cluster = world(tj, js, job, *pods)
+    outcome = handle(cluster, event("update", pods[0], at(100)))
+    assert outcome.applied == [] and "JobSet" in (outcome.note or "")
