@@ -46,7 +46,7 @@ def carry_out(
     for decision in decisions:
         outcome: Result | None | Future[Result] = None
         try:
-            if decision.action is Action.DELETE:
+            if decision.action in (Action.DELETE, Action.FORCE_DELETE):
                 if settings.dry_run:
                     outcome = Result.DRY_RUN
                 elif budget <= 0:
@@ -96,9 +96,10 @@ def _delete(cluster: Cluster, decision: Decision, executor: Executor | None) -> 
         link = kinds.LINK_BY_KIND[decision.kind]
         return cluster.delete_workload(link, decision.namespace, decision.name, decision.uid)
     args = (decision.namespace, decision.name, decision.uid, decision.resource_version)
+    force = decision.action is Action.FORCE_DELETE
     if executor is None:
-        return cluster.delete_pod(*args)
-    return executor.submit(cluster.delete_pod, *args)
+        return cluster.delete_pod(*args, force=force)
+    return executor.submit(cluster.delete_pod, *args, force=force)
 
 
 def _record_cleanups(

@@ -60,6 +60,12 @@ class Settings(BaseSettings):
         ge=0,
         description="how long a finished job's operator has to delete the pods its cleanPodPolicy names",
     )
+    stuck_terminating_seconds: int | None = Field(
+        None,
+        ge=1,
+        description="rule stuck-terminating (opt-in): force-delete a training pod terminating this long "
+        "on a NotReady/Unknown or vanished node; unset = off",
+    )
     crashloop_restarts: int = Field(5, ge=1, description="restartCount that makes a crash loop")
     crashloop_action: CrashLoopAction = Field(CrashLoopAction.WARN, description="rule crash-loop action")
     max_deletes_per_event: int = Field(

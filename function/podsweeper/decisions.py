@@ -18,13 +18,19 @@ class Rule(StrEnum):
     # Trainer v2 (podsweeper.lineage)
     FINISHED_TRAINJOB_ACTIVE_JOBSET = "finished-trainjob-active-jobset"
     UNBOUNDED_JOBSET_RESTARTS = "unbounded-jobset-restarts"
+    STUCK_TERMINATING = "stuck-terminating"  # opt-in
 
 
 class Action(StrEnum):
     DELETE = "delete"
     WARN = "warn"
     SUSPEND = "suspend"  # the pod's job: spec.runPolicy.suspend = true
+    FORCE_DELETE = "force-delete"  # grace period 0: only rule stuck-terminating
     SKIP = "skip"
+
+    @property
+    def deletes(self) -> bool:
+        return self in (Action.DELETE, Action.FORCE_DELETE)
 
 
 class Result(StrEnum):

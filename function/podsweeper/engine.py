@@ -13,7 +13,7 @@ from datetime import datetime
 
 from podsweeper.config import CrashLoopAction, Settings
 from podsweeper.decisions import Action, Decision, Rule
-from podsweeper.model import TERMINATED_PHASES, CleanPodPolicy, Job, JobRef, Pod
+from podsweeper.model import TERMINATED_PHASES, CleanPodPolicy, Job, JobRef, Node, Pod
 
 # restartPolicy values under which a failed replica is restarted in place.
 RESTARTING_POLICIES = frozenset({"OnFailure", "Always", "ExitCode"})
@@ -271,3 +271,55 @@ def decide_new_job(job: Job, settings: Settings) -> list[Decision]:
             Rule.NO_BACKOFF_LIMIT, action, job.kind.kind, job.namespace, job.name, job.uid, reason, job.ref
         )
     ]
+
+
+def stuck_terminating(
+    pod: Pod, node: Node | None, job: Job | None, now: datetime, settings: Settings
+) -> Decision | None:
+    """Rule stuck-terminating (opt-in): a training pod terminating long past its grace period
+    on a node that is NotReady, Unknown or gone, where no kubelet will ever confirm the delete.
+
+    Never on a Ready node (its kubelet is there to finish the delete). `node` None: the node
+    object no longer exists. The caller has read the pod, its node and its job fresh.
+    """
+    limit = settings.stuck_terminating_seconds
+    if limit is None or pod.job is None or pod.foreign_controller or not pod.terminating:
+        return None
+    if pod.deletion_due is None or pod.node is None:
+        return None  # never scheduled: the API server itself removes such a pod
+    overdue = (now - pod.deletion_due).total_seconds()
+    if overdue < limit:
+        return None
+    if node is not None and node.ready == "True":
+        return None
+    if node is None:
+        state = "no longer exists"
+    else:
+        state = "is NotReady" if node.ready == "False" else "is Unknown (its kubelet stopped reporting)"
+        if node.since is not None:
+            state += f" since {(now - node.since).total_seconds():.0f}s"
+    reason = (
+        f"terminating {overdue:.0f}s past its grace period (PODSWEEPER_STUCK_TERMINATING_SECONDS {limit}) "
+        f"on node {pod.node}, which {state}: force delete (grace period 0)"
+    )
+    action = Action.FORCE_DELETE
+    opted = "job" if job is not None and job.opted_out else "pod" if pod.opted_out else None
+    if opted:
+        action, reason = (
+            Action.SKIP,
+            f"opted out by {opted} annotation podsweeper.dev/skip; would force delete: {reason}",
+        )
+    return Decision(
+        Rule.STUCK_TERMINATING,
+        action,
+        "Pod",
+        pod.namespace,
+        pod.name,
+        pod.uid,
+        reason,
+        job.ref if job is not None else pod.job,
+        evidence=tuple(c for c in pod.containers if c.has_evidence),
+        resource_version=pod.resource_version,
+        gpus=pod.gpus(settings.gpu_resource_names),
+        node=pod.node,
+    )

@@ -252,7 +252,7 @@ class _Builder:
             return
         pod = self.pod(track, decision.namespace, decision.name, decision.uid)
         pod.marks.append(mark)
-        if decision.action is Action.DELETE:
+        if decision.action.deletes:
             track.evidence.append(
                 EvidenceView(
                     f"{decision.namespace}/{decision.name}",

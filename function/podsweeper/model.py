@@ -123,6 +123,8 @@ class Pod:
     # The controller between the pod and its job when the job reaches it through a chain
     # (Trainer v2: the batch Job); None for a pod its job controls itself.
     via: Owner | None = None
+    # metadata.deletionTimestamp: when the pod's grace period ends (set once it is terminating).
+    deletion_due: datetime | None = None
 
     @property
     def active(self) -> bool:
@@ -167,6 +169,15 @@ class Job:
     def restarts_unbounded(self) -> bool:
         """No backoffLimit and no deadline: nothing will ever stop failed pods restarting."""
         return self.backoff_limit is None and self.active_deadline_seconds is None
+
+
+@dataclass(frozen=True)
+class Node:
+    """A node's readiness, as rule stuck-terminating reads it."""
+
+    name: str
+    ready: str  # the Ready condition's status: "True", "False" or "Unknown" (no condition)
+    since: datetime | None = None  # that condition's lastTransitionTime
 
 
 @dataclass(frozen=True)

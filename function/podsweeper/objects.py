@@ -23,7 +23,7 @@ from pydantic import (
 
 from podsweeper import kinds
 from podsweeper.errors import BadEvent
-from podsweeper.model import SKIP_ANNOTATION, CleanPodPolicy, ContainerView, Job, Owner, Pod, Workload
+from podsweeper.model import SKIP_ANNOTATION, CleanPodPolicy, ContainerView, Job, Node, Owner, Pod, Workload
 from podsweeper.ownership import pod_ownership
 
 POLICIES = frozenset(p.value for p in CleanPodPolicy)
@@ -343,6 +343,7 @@ def pod_from(obj: PodObject) -> Pod:
         extended_resources=obj.spec.extended_resources() if obj.spec else (),
         node=obj.spec.nodeName if obj.spec else None,
         via=ownership.via,
+        deletion_due=meta.deletionTimestamp,
     )
 
 
@@ -403,6 +404,24 @@ def job_from(obj: JobObject) -> Job:
         declared_replicas=declared,
         suspend_blocked=_suspend_blocked(obj.metadata.labels or {}, run_policy),
     )
+
+
+class NodeStatus(_Model):
+    conditions: list[Condition] | None = None
+
+
+class NodeObject(_Model):
+    metadata: ObjectMeta
+    status: NodeStatus | None = None
+
+
+def decode_node(body: bytes | str) -> Node:
+    """A node's readiness from the JSON the API sent."""
+    obj = validate_json(NodeObject, body, "node")
+    ready = next((c for c in (obj.status or NodeStatus()).conditions or () if c.type == "Ready"), None)
+    if ready is None:
+        return Node(obj.metadata.name, "Unknown")
+    return Node(obj.metadata.name, ready.status, ready.lastTransitionTime)
 
 
 class TrainerSpec(_Model):

@@ -23,6 +23,7 @@ CHAINS: tuple[kinds.Chain, ...] = tuple(dict.fromkeys(k.chain for k in kinds.TRA
 # The label selectors that find every pod a training job controls itself: the v1.6+ set and
 # the pre-v1.6 one. (A chain's pods are reached through its JobSets and Jobs instead.)
 TRAINING_POD_SELECTORS = (JOB_NAME_LABEL, f"{LEGACY_GROUP_LABEL}={kinds.GROUP},{LEGACY_JOB_NAME_LABEL}")
+CHAIN_POD_SELECTORS = tuple(chain.name_label for chain in CHAINS)
 
 
 def job_pod_selectors(ref: JobRef) -> tuple[str, ...]:

@@ -33,7 +33,7 @@ JobKey = tuple[str, str, str]
 # Results after which a pod's GPUs are free (a suspended job's operator removes its pods).
 RECLAIMED = frozenset({Result.DELETED, Result.SUSPENDED})
 # Pod decisions whose pods hold GPUs for nothing (the leftover gauge).
-WASTING = frozenset({Action.DELETE, Action.WARN, Action.SUSPEND})
+WASTING = frozenset({Action.DELETE, Action.FORCE_DELETE, Action.WARN, Action.SUSPEND})
 
 
 @dataclass
@@ -114,7 +114,7 @@ class Pipeline:
         def report(item: Applied) -> None:
             decision = item.decision
             metrics.DECISIONS.labels(decision.rule.value, decision.action.value).inc()
-            if decision.action is Action.DELETE and item.result is not None:
+            if decision.action.deletes and item.result is not None:
                 metrics.DELETES.labels(decision.rule.value, item.result.value).inc()
             reclaimed = decision.gpu_seconds(now) if item.result in RECLAIMED else 0.0
             if reclaimed:
@@ -134,7 +134,7 @@ class Pipeline:
         """The evidence of the pods about to be deleted, logs included, while they still exist."""
         by_job: dict[JobKey, list[Decision]] = defaultdict(list)
         for decision in decisions:
-            if decision.action is Action.DELETE and decision.kind == "Pod":
+            if decision.action.deletes and decision.kind == "Pod":
                 by_job[decision.job.key].append(decision)
         assert self._keeper is not None
         for deleted in by_job.values():
@@ -277,15 +277,23 @@ class Pipeline:
         continues after the last job it passed.
         """
         candidates: dict[JobKey, JobPass] = {}
+        stuck: dict[tuple[str, str], Pod] = {}  # rule stuck-terminating's candidates, by pod
+        stuck_rule = self.settings.stuck_terminating_seconds is not None
         leftover: dict[tuple[str, str], int] = defaultdict(int)  # (namespace, rule) -> GPUs
         scopes: list[str | None] = [*sorted(self.settings.namespace_set)] or [None]
         for namespace in scopes:
             # Each kind's jobs are listed once, when its first pod shows up: no LIST for a kind
             # the scope runs none of.
             indexes: dict[str, dict[JobKey, Job]] = {}
-            for pod in cluster.list_training_pods(namespace):
+            for pod in cluster.list_training_pods(namespace, chained=stuck_rule):
                 if pod.job is None or in_scope(pod.namespace, self.settings) is not None:
                     continue
+                if pod.terminating:
+                    if stuck_rule and self._looks_stuck(pod, now):
+                        stuck[(pod.namespace, pod.name)] = pod
+                    continue
+                if pod.job.kind.chain is not None:
+                    continue  # a chain's pods are decided at its JobSet (below)
                 kind = pod.job.kind
                 if kind.kind not in indexes:
                     indexes[kind.kind] = {job.ref.key: job for job in cluster.list_jobs(namespace, kind)}
@@ -307,13 +315,62 @@ class Pipeline:
                 if chained.chain is not None:
                     self._sweep_chain(chained, namespace, cluster, candidates)
         try:
-            return self._sweep_passes(candidates, cluster, now, deadline, act)
+            note = self._sweep_passes(candidates, cluster, now, deadline, act)
+            if stuck:
+                note += "; " + self._sweep_stuck(stuck, cluster, now, deadline, act)
+            return note
         finally:
             for item in outcome.applied:
                 if item.result in RECLAIMED and item.decision.action in WASTING:
                     slot = (item.decision.namespace, item.decision.rule.value)
                     leftover[slot] = max(0, leftover[slot] - item.decision.gpus)
             metrics.publish_leftover({slot: gpus for slot, gpus in leftover.items() if gpus})
+
+    def _looks_stuck(self, pod: Pod, now: datetime) -> bool:
+        limit = self.settings.stuck_terminating_seconds
+        due = pod.deletion_due
+        return limit is not None and due is not None and (now - due).total_seconds() >= limit
+
+    def _sweep_stuck(
+        self,
+        stuck: dict[tuple[str, str], Pod],
+        cluster: Cluster,
+        now: datetime,
+        deadline: float | None,
+        act: Callable[[list[Decision], int], int],
+    ) -> str:
+        """Rule stuck-terminating: re-read each pod, its node and its job, then decide."""
+        forced = 0
+        for index, (namespace, name) in enumerate(sorted(stuck)):
+            if deadline is not None and time.monotonic() > deadline - 1.0:
+                return f"stuck-terminating stopped at its time bound after {index} of {len(stuck)} pods"
+            pod = cluster.get_pod(namespace, name)
+            if pod is None or pod.job is None or pod.node is None or not self._looks_stuck(pod, now):
+                continue
+            if pod.job.kind.chain is not None and not self._chain_proven(pod, cluster):
+                continue
+            try:
+                job = cluster.get_job(pod.job)
+            except JobUnknown:
+                job = None
+            decision = engine.stuck_terminating(pod, cluster.get_node(pod.node), job, now, self.settings)
+            if decision is not None:
+                forced += act([decision], 1)
+        return f"{forced} of {len(stuck)} pod(s) stuck terminating force-deleted"
+
+    @staticmethod
+    def _chain_proven(pod: Pod, cluster: Cluster) -> bool:
+        """A chain's pod counts as a training pod only when its JobSet, read now, is the one
+        its labels name and a TrainJob controls it (a plain JobSet's pods look alike)."""
+        assert pod.job is not None and pod.job.kind.chain is not None
+        chain = pod.job.kind.chain
+        top = cluster.get_workload(chain.links[0], pod.namespace, pod.job.name)
+        return (
+            top is not None
+            and top.uid == pod.labels.get(chain.uid_label)
+            and top.controller is not None
+            and top.controller.kind == pod.job.kind.kind
+        )
 
     def _sweep_chain(
         self,

@@ -148,7 +148,7 @@ class PagedPods(SimulatedCluster):
         super().__post_init__()
         self.most_kept = 0
 
-    def list_training_pods(self, namespace):
+    def list_training_pods(self, namespace, chained=False):
         handed: list[weakref.ref] = []
         for index, held in enumerate(list(super().list_training_pods(namespace))):
             if index and index % self.page == 0:

@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 from podsweeper.decisions import Result
 from podsweeper.kinds import Link, TrainingKind
-from podsweeper.model import EventRecord, Job, JobRef, Pod, Workload
+from podsweeper.model import EventRecord, Job, JobRef, Node, Pod, Workload
 
 
 class JobUnknown(Exception):
@@ -27,8 +27,14 @@ class Cluster(Protocol):
     def bounded(self, deadline: float) -> Cluster:
         """A view whose calls all end by `deadline` (a time.monotonic() value)."""
 
-    def delete_pod(self, namespace: str, name: str, uid: str, resource_version: str = "") -> Result:
-        """Delete with preconditions uid (and resourceVersion, when given).
+    def get_node(self, name: str) -> Node | None:
+        """The node's readiness now; None when the node object no longer exists."""
+
+    def delete_pod(
+        self, namespace: str, name: str, uid: str, resource_version: str = "", force: bool = False
+    ) -> Result:
+        """Delete with preconditions uid (and resourceVersion, when given); `force`: grace
+        period 0 (rule stuck-terminating only).
 
         Returns DELETED, GONE (404) or CONFLICT (409). The resourceVersion precondition makes
         DELETED mean "this call deleted it": two racing deletes of one pod otherwise both get
@@ -71,8 +77,9 @@ class Cluster(Protocol):
         False (nothing written) when the existing one's `progress` is not below the event's.
         """
 
-    def list_training_pods(self, namespace: str | None) -> Iterator[Pod]:
-        """Every pod carrying a training job label (paginated); namespace None = all."""
+    def list_training_pods(self, namespace: str | None, chained: bool = False) -> Iterator[Pod]:
+        """Every pod carrying a training job label (paginated); namespace None = all.
+        `chained`: also every pod labelled as a chain's (a JobSet's)."""
 
     def list_jobs(self, namespace: str | None, kind: TrainingKind | None = None) -> Iterator[Job]:
         """Every training job of `kind` (None: every registered kind), paginated; namespace

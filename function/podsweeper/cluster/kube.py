@@ -26,16 +26,17 @@ from podsweeper.config import Settings
 from podsweeper.decisions import Result
 from podsweeper.errors import ApiUnavailable, BadEvent
 from podsweeper.evidence import decode, encode, store_name
-from podsweeper.model import EventRecord, Job, JobRef, Pod, Workload
+from podsweeper.model import EventRecord, Job, JobRef, Node, Pod, Workload
 from podsweeper.objects import (
     decode_job,
+    decode_node,
     decode_pod,
     decode_workload,
     parse_job_page,
     parse_pod_page,
     parse_workload_page,
 )
-from podsweeper.ownership import TRAINING_POD_SELECTORS, job_pod_selectors
+from podsweeper.ownership import CHAIN_POD_SELECTORS, TRAINING_POD_SELECTORS, job_pod_selectors
 
 log = logging.getLogger("podsweeper.cluster")
 
@@ -256,9 +257,25 @@ class KubeCluster:
                 found.setdefault(pod.uid, pod)
         return list(found.values())
 
-    def delete_pod(self, namespace: str, name: str, uid: str, resource_version: str = "") -> Result:
+    def get_node(self, name: str) -> Node | None:
+        if not _can_exist("default", name):  # nodes are cluster-scoped: check the name only
+            return None
+        body = self._request(f"get node {name}", self.core.read_node, name)
+        if body is None:
+            return None
+        try:
+            return decode_node(body)
+        except BadEvent as error:
+            # Unreadable is not "gone": report it as Ready so the rule does nothing.
+            log.warning("ignoring a node the API returned: %s", error)
+            return Node(name, "True")
+
+    def delete_pod(
+        self, namespace: str, name: str, uid: str, resource_version: str = "", force: bool = False
+    ) -> Result:
         body = client.V1DeleteOptions(
-            preconditions=client.V1Preconditions(uid=uid, resource_version=resource_version or None)
+            preconditions=client.V1Preconditions(uid=uid, resource_version=resource_version or None),
+            grace_period_seconds=0 if force else None,
         )
         try:
             found = self._request(
@@ -469,9 +486,9 @@ class KubeCluster:
         )
         return True
 
-    def list_training_pods(self, namespace: str | None) -> Iterator[Pod]:
+    def list_training_pods(self, namespace: str | None, chained: bool = False) -> Iterator[Pod]:
         seen: set[str] = set()  # a pod may carry both label sets
-        for selector in TRAINING_POD_SELECTORS:
+        for selector in TRAINING_POD_SELECTORS + (CHAIN_POD_SELECTORS if chained else ()):
             if namespace is None:
                 pods = self._paged(
                     parse_pod_page,

@@ -17,7 +17,7 @@ from podsweeper.cluster.base import JobUnknown
 from podsweeper.decisions import Result
 from podsweeper.evidence import decode, encode, store_name
 from podsweeper.kinds import Link, TrainingKind
-from podsweeper.model import EventRecord, Job, JobRef, Pod, Verb, Workload
+from podsweeper.model import EventRecord, Job, JobRef, Node, Pod, Verb, Workload
 from podsweeper.ownership import has_training_label, labelled_job_names, labels_name_job
 
 
@@ -141,7 +141,14 @@ class SimulatedCluster:
         )
         return [p for p in (self.pods[key] for key in keys) if labels_name_job(p.labels, ref)]
 
-    def delete_pod(self, namespace: str, name: str, uid: str, resource_version: str = "") -> Result:
+    def get_node(self, name: str) -> Node | None:
+        # A recorded stream carries no node facts: every node counts as Ready, so rule
+        # stuck-terminating (which never acts on a Ready node) decides nothing in a replay.
+        return Node(name, "True")
+
+    def delete_pod(
+        self, namespace: str, name: str, uid: str, resource_version: str = "", force: bool = False
+    ) -> Result:
         current = self.pods.get((namespace, name))
         if current is None:
             return Result.GONE
@@ -218,9 +225,11 @@ class SimulatedCluster:
         existing.record, existing.count = event, existing.count + 1
         return True
 
-    def list_training_pods(self, namespace: str | None) -> Iterator[Pod]:
+    def list_training_pods(self, namespace: str | None, chained: bool = False) -> Iterator[Pod]:
         for (ns, _), pod in list(self.pods.items()):
-            if (namespace is None or ns == namespace) and has_training_label(pod.labels):
+            if namespace is not None and ns != namespace:
+                continue
+            if has_training_label(pod.labels) or (chained and labelled_job_names(pod.labels)):
                 yield pod
 
     def list_jobs(self, namespace: str | None, kind: TrainingKind | None = None) -> Iterator[Job]:

@@ -1,0 +1,110 @@
+"""Rule stuck-terminating (opt-in): force delete only where no kubelet will ever finish a delete."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from podsweeper.cluster.simulated import SimulatedCluster
+from podsweeper.config import Settings
+from podsweeper.decisions import Action, Result, Rule
+from podsweeper.intake import parse_event
+from podsweeper.model import Node, Verb
+from podsweeper.objects import parse_job, parse_pod, parse_workload
+from podsweeper.pipeline import Pipeline
+from tests.fixtures import trainer as v2
+from tests.fixtures.builders import at, job, ping, pod, split
+
+SUCCEEDED = [("Created", at(0)), ("Running", at(2)), ("Succeeded", at(30))]
+
+
+@dataclass
+class NodesCluster(SimulatedCluster):
+    """The simulated cluster, with node facts (a replay has none) and force deletes recorded."""
+
+    nodes: dict[str, Node] = field(default_factory=dict)
+    forced: list[str] = field(default_factory=list)
+
+    def get_node(self, name):
+        return self.nodes.get(name)
+
+    def delete_pod(self, namespace, name, uid, resource_version="", force=False):
+        result = super().delete_pod(namespace, name, uid, resource_version, force)
+        if force and result is Result.DELETED:
+            self.forced.append(name)
+        return result
+
+
+def sweep(cluster, now, **settings):
+    return Pipeline(cluster, Settings(**settings)).handle(parse_event(*split(ping(at(now)))), at(now))
+
+
+def stuck_world(node_state: str | None, *, skip=False):
+    deleting_at = at(100)
+    j = job(conditions=SUCCEEDED)
+    cluster = NodesCluster()
+    cluster.observe(Verb.ADD, parse_job(j))
+    annotations = {"podsweeper.dev/skip": "true"} if skip else None
+    for i in range(2):
+        raw = pod(
+            j, "Worker", i, phase="Running", node="lost", deleting_at=deleting_at, annotations=annotations
+        )
+        cluster.observe(Verb.ADD, parse_pod(raw))
+    cluster.observe(
+        Verb.ADD, parse_pod(pod(j, "Worker", 2, phase="Running", node="fine", deleting_at=deleting_at))
+    )
+    cluster.nodes["fine"] = Node("fine", "True", at(0))
+    if node_state is not None:
+        cluster.nodes["lost"] = Node("lost", node_state, at(90))
+    return cluster
+
+
+def test_off_by_default_nothing_happens():
+    cluster = stuck_world("Unknown")
+    assert sweep(cluster, 1000).applied == [] and len(cluster.pods) == 3
+
+
+def test_on_only_the_pods_of_the_lost_node_go():
+    for state in ("Unknown", "False", None):  # None: the Node object is gone
+        cluster = stuck_world(state)
+        outcome = sweep(cluster, 400, stuck_terminating_seconds=300)
+        assert [(a.decision.rule, a.decision.action, a.result) for a in outcome.applied] == [
+            (Rule.STUCK_TERMINATING, Action.FORCE_DELETE, Result.DELETED)
+        ] * 2
+        assert sorted(cluster.forced) == sorted(a.decision.name for a in outcome.applied)
+        assert [p.node for p in cluster.pods.values()] == ["fine"]
+        assert "lost" in outcome.applied[0].decision.reason
+
+
+def test_not_before_the_limit_and_never_on_a_ready_node():
+    cluster = stuck_world("Unknown")
+    assert sweep(cluster, 399, stuck_terminating_seconds=300).applied == []
+    cluster = stuck_world("True")
+    assert sweep(cluster, 10_000, stuck_terminating_seconds=300).applied == []
+    assert len(cluster.pods) == 3
+
+
+def test_dry_run_and_opt_out():
+    cluster = stuck_world("Unknown")
+    outcome = sweep(cluster, 400, stuck_terminating_seconds=300, dry_run=True)
+    assert [a.result for a in outcome.applied] == [Result.DRY_RUN] * 2 and cluster.forced == []
+    cluster = stuck_world("Unknown", skip=True)
+    outcome = sweep(cluster, 400, stuck_terminating_seconds=300)
+    assert [a.decision.action for a in outcome.applied] == [Action.SKIP] * 2 and cluster.forced == []
+
+
+def test_a_plain_jobsets_pod_is_never_forced():
+    """Only a pod whose JobSet a TrainJob controls is a training pod."""
+    cluster = NodesCluster()
+    plain = v2.jobset(None, name="plain", marked=False)
+    batch = v2.batch_job(plain)
+    raw = v2.pod(batch, 0)
+    raw["metadata"]["deletionTimestamp"] = v2.stamp(at(100))
+    raw["spec"]["nodeName"] = "lost"
+    cluster.observe(Verb.ADD, parse_workload(plain))
+    cluster.observe(Verb.ADD, parse_pod(raw))
+    assert sweep(cluster, 1000, stuck_terminating_seconds=300).applied == []
+    tj = v2.trainjob("plain")
+    cluster.observe(Verb.ADD, parse_job(tj))
+    cluster.observe(Verb.ADD, parse_workload(v2.jobset(tj, name="plain")))
+    outcome = sweep(cluster, 1000, stuck_terminating_seconds=300)
+    assert [a.result for a in outcome.applied] == [Result.DELETED]
