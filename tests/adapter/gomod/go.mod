@@ -2,7 +2,10 @@ module podsweeper.test/adapter
 
 go 1.26.0
 
-tool knative.dev/eventing/cmd/apiserver_receive_adapter
+tool (
+	knative.dev/eventing/cmd/apiserver_receive_adapter
+	knative.dev/eventing/cmd/mtping
+)
 
 require (
 	github.com/antlr/antlr4/runtime/Go/antlr v1.4.10 // indirect
@@ -89,6 +92,7 @@ require (
 	k8s.io/api v0.35.4 // indirect
 	k8s.io/apiextensions-apiserver v0.35.4 // indirect
 	k8s.io/apimachinery v0.35.4 // indirect
+	k8s.io/apiserver v0.35.4 // indirect
 	k8s.io/client-go v0.35.4 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
 	k8s.io/kube-openapi v0.0.0-20250910181357-589584f1c912 // indirect
