@@ -24,7 +24,13 @@ Two worlds around it (`world=`):
   as podsweeper/podsweeper-source with knative/source/rbac.yaml (tests/adapter/launcher.py);
 - players world only: a "kubelet" finishes graceful pod deletions: without a kubelet a deleted
   pod that is bound to a node stays Terminating forever, while a real kubelet stops its
-  containers and then removes it (delete with grace period 0). In the real world kwok does it.
+  containers and then removes it (delete with grace period 0). In the real world kwok does it;
+- optionally (`ping_schedule=`, or `start_ping()` on a running stack) the backstop sweep's
+  ticks come from Knative's real PingSource dispatcher, mtping, running the shipped
+  knative/source/pingsource.yaml with a fast schedule (tests/adapter/ping.py); the only ping
+  the stack POSTs itself is the warm-up before the adapter starts. Off by default: periodic sweeps would race the tests that check
+  what the ApiServerSource events alone do, and the latency they measure. The PingSource
+  lives in namespace podsweeper, as shipped: one stack with ticks per control plane at a time.
 
 The function acts in `namespaces` (PODSWEEPER_NAMESPACES); the adapter watches those plus
 `watch_namespaces` (so events from a namespace outside the function's scope really arrive).
@@ -94,7 +100,10 @@ class FunctionServer(Served):
     def warm_up(self) -> None:
         """One backstop sweep, so the first real event does not pay for the function's lazy
         start (importing the kubernetes client, the first TLS connection): a deployed
-        function gets the same from its PingSource, or from earlier events."""
+        function gets the same from its PingSource, or from earlier events.
+
+        POSTed by hand, not left to mtping: it must be done at this exact moment, before the
+        receive adapter starts (and most stacks run no mtping at all)."""
         response = self.post(
             {
                 "specversion": "1.0",
@@ -237,6 +246,8 @@ class Stack:
     watching; `stop()` (or leaving the `with` block) tears it down in reverse order.
     `namespace` is one name or a list: the namespaces the function acts in (all created);
     `watch_namespaces` adds namespaces only the adapter watches (created too).
+    `ping_schedule` (e.g. tests.adapter.ping.FAST_SCHEDULE) also runs mtping with the
+    shipped PingSource at that schedule, delivering ticks to the function (see start_ping()).
     """
 
     def __init__(
@@ -250,6 +261,7 @@ class Stack:
         function_env: dict | None = None,
         log=sys.stderr,
         kubelet_delay: float = 0.0,
+        ping_schedule: str | None = None,
     ):
         self.cp = control_plane
         self.namespaces = [namespace] if isinstance(namespace, str) else list(namespace)
@@ -269,6 +281,9 @@ class Stack:
         self.function: FunctionServer | None = None
         self.adapter = None
         self.kubelets: list[Kubelet] = []
+        self.ping_schedule = ping_schedule
+        self.ping = None  # tests.adapter.ping.PingDispatcher, while ticks are on
+        self.pingsource: dict | None = None  # the PingSource as the API server has it
 
     @property
     def kubelet(self) -> Kubelet | None:
@@ -316,6 +331,8 @@ class Stack:
             ).start()
             self.function.warm_up()
             self.start_adapter(self.mode)
+            if self.ping_schedule is not None:
+                self.start_ping(self.ping_schedule)
         except BaseException:
             self.stop()
             raise
@@ -341,6 +358,47 @@ class Stack:
         if self.adapter is not None:
             self.adapter.stop()
 
+    def start_ping(self, schedule: str | None = None):
+        """Start Knative's PingSource dispatcher (mtping) and (re)create the shipped
+        PingSource at `schedule` (default: every 2 seconds), marked Ready with the function
+        as its sink; returns the dispatcher once it has scheduled that PingSource. From then
+        on the function gets real ticks: `wait_sweep()` waits for one."""
+        from tests.adapter.ping import FAST_SCHEDULE, PingDispatcher, install_pingsource
+
+        self.stop_ping()
+        self.ping_schedule = schedule or self.ping_schedule or FAST_SCHEDULE
+        self.ping = PingDispatcher(self.cp, workdir=self.workdir, log=self.log).start()
+        self.pingsource = install_pingsource(self.admin_api, self.function.url, self.ping_schedule)
+        self.ping.wait_scheduled(self.pingsource)
+        print(
+            f"mtping: PingSource {self.pingsource['metadata']['namespace']}/"
+            f"{self.pingsource['metadata']['name']} at {self.ping_schedule!r} -> {self.function.url}",
+            file=self.log,
+            flush=True,
+        )
+        return self.ping
+
+    def stop_ping(self) -> None:
+        """Stop mtping and delete the PingSource (idempotent)."""
+        from tests.adapter.ping import remove_pingsource
+
+        if self.ping is not None:
+            self.ping.stop()
+        if self.pingsource is not None and self.admin_api is not None:
+            try:
+                remove_pingsource(self.admin_api, self.pingsource)
+            except Exception as error:  # noqa: BLE001 - stopping: report, keep tearing down
+                print(f"mtping: PingSource not removed: {error}", file=self.log, flush=True)
+            self.pingsource = None
+
+    def wait_sweep(self, after: float | None = None, timeout: float = 30.0) -> dict:
+        """Wait until mtping has delivered a tick it began sending after `after` (time.time(),
+        default now) and the function acknowledged it, i.e. a whole sweep that started after
+        that moment is done. Returns the send: {"id", "source", "target", "ts"}."""
+        if self.ping is None:
+            raise StackError("no PingSource ticks: start the stack with ping_schedule= or call start_ping()")
+        return self.ping.wait_delivered(after, timeout)
+
     def check_alive(self) -> None:
         self.cp.check_alive()
         if self.world is not None:
@@ -354,8 +412,16 @@ class Stack:
             and self.adapter.proc.returncode not in (0, -signal.SIGTERM)
         ):
             raise StackError(f"the receive adapter exited:\n{self.adapter.tail()}")
+        if (
+            self.ping is not None
+            and self.ping.proc is not None
+            and not self.ping.alive()
+            and self.ping.proc.returncode not in (0, -signal.SIGTERM)
+        ):
+            raise StackError(f"mtping exited:\n{self.ping.tail()}")
 
     def stop(self) -> None:
+        self.stop_ping()  # first: no tick may go to a function that is stopping
         self.stop_adapter()
         if self.function is not None:
             self.function.stop()
