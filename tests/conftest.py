@@ -19,7 +19,8 @@ import pytest
 
 from podsweeper.kinds import TRAINING_KINDS
 
-TRAINING_JOB_PLURALS = tuple(k.plural for k in TRAINING_KINDS)
+# (group, version, plural) of every training kind, to clean a test namespace of its jobs.
+TRAINING_JOB_PLURALS = tuple((k.group, k.preferred_version, k.plural) for k in TRAINING_KINDS)
 
 
 @pytest.fixture(scope="session")
@@ -77,7 +78,7 @@ def namespace(admin_api):
     core.create_namespace({"metadata": {"name": name}})
     yield name
     custom = client.CustomObjectsApi(admin_api)
-    for plural in TRAINING_JOB_PLURALS:
-        custom.delete_collection_namespaced_custom_object("kubeflow.org", "v1", name, plural)
+    for group, version, plural in TRAINING_JOB_PLURALS:
+        custom.delete_collection_namespaced_custom_object(group, version, name, plural)
     core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
     core.delete_namespace(name)

@@ -98,5 +98,5 @@ def test_source_config_follows_the_shipped_apiserversource():
     assert config["mode"] == "Reference"
     gvrs = {(r["gvr"]["Group"], r["gvr"]["Resource"]): r.get("selector") for r in config["resources"]}
     assert gvrs[("", "pods")] == "training.kubeflow.org/job-name"
-    assert {k.plural for k in kinds.TRAINING_KINDS} <= {res for group, res in gvrs if group == kinds.GROUP}
+    assert {(k.group, k.plural) for k in kinds.TRAINING_KINDS} <= set(gvrs)
     assert source_config(["ns1"])["mode"] == "Resource"
