@@ -16,7 +16,7 @@ class Rule(StrEnum):
     CRASH_LOOP = "crash-loop"
     NO_BACKOFF_LIMIT = "no-backoff-limit"
     # Trainer v2 (podsweeper.lineage)
-    FINISHED_TRAINJOB_ACTIVE_JOBSET = "finished-trainjob-active-jobset"
+    FINISHED_TRAINJOB_RESTARTED = "finished-trainjob-restarted"
     UNBOUNDED_JOBSET_RESTARTS = "unbounded-jobset-restarts"
     STUCK_TERMINATING = "stuck-terminating"  # opt-in
 

@@ -75,6 +75,8 @@ class TrainingKind:
     finished_conditions: tuple[str, str] = ("Succeeded", "Failed")
     # None: the job controls its pods itself (v1). Else the controllers in between.
     chain: Chain | None = None
+    # Where the job's suspend switch is in its spec.
+    suspend_path: tuple[str, ...] = ("runPolicy", "suspend")
 
     @property
     def operator_name(self) -> str:
@@ -111,6 +113,7 @@ TRAINING_KINDS: tuple[TrainingKind, ...] = (
         group=TRAINER_GROUP,
         finished_conditions=("Complete", "Failed"),
         chain=TRAINER_CHAIN,
+        suspend_path=("suspend",),
     ),
 )
 # The kinds whose pods say which job they belong to by the training operator's labels.

@@ -19,7 +19,7 @@ from datetime import datetime
 from podsweeper.config import Settings
 from podsweeper.decisions import Action, Decision, Rule
 from podsweeper.kinds import Chain
-from podsweeper.model import Job, JobRef, Pod, Workload
+from podsweeper.model import FinishMark, Job, JobRef, Pod, Workload
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,7 @@ class Lineage:
     top: Workload | None  # the JobSet named like the job
     middles: tuple[Workload, ...] = ()  # the batch Jobs labelled with the job's name
     pods: tuple[Pod, ...] = ()
+    finish_mark: FinishMark | None = None  # podsweeper's record of the job's last finish
 
     @property
     def chain(self) -> Chain:
@@ -109,35 +110,65 @@ def _decision(
     )
 
 
-def _finished_active(lineage: Lineage, now: datetime, settings: Settings) -> Decision | None:
-    """finished-trainjob-active-jobset: a finished TrainJob whose JobSet still runs pods."""
+def _restarted_after_finish(lineage: Lineage, settings: Settings) -> Decision | None:
+    """finished-trainjob-restarted: a TrainJob that had finished runs a JobSet made after.
+
+    Trainer v2.3.0 makes a new JobSet for a Failed TrainJob whose JobSet went (its TTL, or any
+    delete) and removes the Failed condition, forever (kubeflow/trainer#3779, #3737; before
+    v2.2.0 a Complete one too, #2981). Deleting that JobSet only gets it made again within
+    ~20 ms, suspending the JobSet is undone by Trainer within ~0.1 s: only the TrainJob's own
+    spec.suspend stops it (measured). What says it had finished is its condition if still
+    there, else podsweeper's own record of the finish (FinishMark).
+    """
     job, top = lineage.job, lineage.live_top
-    if job is None or top is None or not job.finished or not settings.sweep_active_pods:
+    if job is None or top is None or job.suspended or top.suspended:
         return None
-    active = lineage.active_pods(top)
-    if not active:
+    mark = lineage.finish_mark
+    if mark is not None:
+        restarted = top.uid != mark.top_uid if mark.top_uid else _after(top, mark.at)
+        finished, since = mark.condition, mark.at
+    elif job.finished is not None:
+        restarted, finished, since = (
+            _after(top, job.finished_at, strictly=True),
+            job.finished,
+            job.finished_at,
+        )
+    else:
         return None
-    since = job.finished_at
-    recreated = since is not None and top.created is not None and top.created > since
-    if not recreated:
-        # The JobSet deletes its active Jobs itself when it finishes: that comes first.
-        if since is None:
-            return None
-        waited = (now - since).total_seconds()
-        if waited < settings.operator_grace_seconds:
-            return None
-    how = (
-        "was created again after the TrainJob finished"
-        if recreated
-        else f"still runs {settings.operator_grace_seconds}s after the TrainJob finished"
-    )
+    if not restarted:
+        return None
+    when = f" at {since.isoformat()}" if since else ""
     reason = (
-        f"TrainJob {job.finished}; its JobSet {how}: {len(active)} active pod(s); "
-        "deleting the JobSet (background) removes its Jobs and pods"
+        f"TrainJob finished ({finished}{when}) and then got a new JobSet {top.name} (uid {top.uid}): "
+        "training started again for a finished job"
     )
-    return _decision(
-        Rule.FINISHED_TRAINJOB_ACTIVE_JOBSET, Action.DELETE, top, reason, lineage, active, settings, since
+    active = lineage.active_pods(top)
+    if job.suspend_blocked:
+        action, reason = Action.WARN, f"{reason}; not suspended: {job.suspend_blocked}"
+    else:
+        action, reason = Action.SUSPEND, f"{reason}; suspending the TrainJob (spec.suspend) stops it for good"
+    if job.opted_out:
+        action, reason = Action.SKIP, f"opted out by job annotation podsweeper.dev/skip; {reason}"
+    held = tuple(c for p in active for c in p.containers if c.has_evidence)
+    return Decision(
+        Rule.FINISHED_TRAINJOB_RESTARTED,
+        action,
+        job.kind.kind,
+        job.namespace,
+        job.name,
+        job.uid,
+        reason,
+        job.ref,
+        evidence=held,
+        gpus=sum(p.gpus(settings.gpu_resource_names) for p in active),
+        wasted_since=top.created,
     )
+
+
+def _after(top: Workload, since: datetime | None, strictly: bool = False) -> bool:
+    if since is None or top.created is None:
+        return False
+    return top.created > since if strictly else top.created >= since
 
 
 def _orphaned(workload: Workload, parent_kind: str, parent_uid: str | None, lineage: Lineage) -> bool:
@@ -229,7 +260,7 @@ def decide_lineage(
     decisions: list[Decision] = []
     if check_new and (warning := _unbounded_restarts(lineage, settings)) is not None:
         decisions.append(warning)
-    if (finished := _finished_active(lineage, now, settings)) is not None:
-        decisions.append(finished)
+    if (restarted := _restarted_after_finish(lineage, settings)) is not None:
+        decisions.append(restarted)
     decisions += _orphans(lineage, now, settings)
     return decisions

@@ -172,6 +172,18 @@ class Job:
 
 
 @dataclass(frozen=True)
+class FinishMark:
+    """podsweeper's own record that a chained job (TrainJob) finished, and with which JobSet.
+
+    Trainer v2.3.0 removes a Failed TrainJob's Failed condition when it makes a new JobSet for
+    it; this record, kept in a ConfigMap the job owns, is what still says it had finished."""
+
+    condition: str  # "Complete" or "Failed"
+    at: datetime | None
+    top_uid: str  # the JobSet that finished ("" if it was already gone)
+
+
+@dataclass(frozen=True)
 class Node:
     """A node's readiness, as rule stuck-terminating reads it."""
 

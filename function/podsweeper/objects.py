@@ -191,6 +191,7 @@ class RunPolicy(_Model):
 # Kueue admits a job by driving its suspend field; a queued job is Kueue's to suspend.
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 TRAINING_OPERATOR = "kubeflow.org/training-operator"
+TRAINER_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"  # a TrainJob's default managedBy
 
 
 def _suspend_blocked(labels: dict[str, str], run_policy: RunPolicy) -> str | None:
@@ -435,6 +436,11 @@ def _chained_job(kind: kinds.TrainingKind, obj: JobObject) -> Job:
     trainer = _validate_part(TrainerSpec, spec.get("trainer") or {}, "spec.trainer")
     finished, finished_at, suspended = _finished(obj.status, kind.finished_conditions)
     deadline = spec.get("activeDeadlineSeconds")
+    managed_by = spec.get("managedBy")
+    blocked = _suspend_blocked(
+        obj.metadata.labels or {},
+        RunPolicy(managedBy=None if managed_by in (None, "", TRAINER_CONTROLLER) else str(managed_by)),
+    )
     return Job(
         kind=kind,
         namespace=obj.metadata.namespace,
@@ -448,6 +454,7 @@ def _chained_job(kind: kinds.TrainingKind, obj: JobObject) -> Job:
         active_deadline_seconds=deadline if isinstance(deadline, int) else None,
         declared_replicas=trainer.numNodes or 1,
         created=obj.metadata.creationTimestamp,
+        suspend_blocked=blocked,
     )
 
 

@@ -24,7 +24,7 @@ from podsweeper.evidence import DELETED, TERMINATED, failures_of, failures_of_de
 from podsweeper.intake import Ignored, Intake, ObjectChange, ReferenceChange, SweepRequest, Trigger
 from podsweeper.keeper import EvidenceKeeper
 from podsweeper.lineage import Lineage, decide_lineage
-from podsweeper.model import Job, JobRef, Pod, Verb, Workload
+from podsweeper.model import FinishMark, Job, JobRef, Pod, Verb, Workload
 from podsweeper.ownership import has_current_labels, workload_job
 from podsweeper.report import log_decision
 from podsweeper.triage import JobPass, PassReason, in_scope, triage_object
@@ -71,6 +71,17 @@ class PassResult:
     decisions: list[Decision]
     note: str | None
     bound: int  # how many of the decisions' deletes this pass may make
+
+
+# A TrainJob's first JobSet is made within a second of it (measured ~0.1 s); one made later
+# was made again (after a delete or a TTL): its pass checks whether the job had finished.
+FIRST_JOBSET_WITHIN_SECONDS = 2.0
+
+
+def _made_again(job: Job, top: Workload) -> bool:
+    if job.suspended or top.suspended or job.created is None or top.created is None:
+        return False
+    return (top.created - job.created).total_seconds() >= FIRST_JOBSET_WITHIN_SECONDS
 
 
 @dataclass
@@ -236,7 +247,21 @@ class Pipeline:
         selector = f"{chain.name_label}={ref.name}"
         middles = tuple(cluster.list_workloads(chain.links[-1], ref.namespace, selector))
         pods = tuple(cluster.list_job_pods(ref))
-        lineage = Lineage(ref, job, top, middles, pods)
+        mark = None
+        if job is not None and top is not None and not job.suspended:
+            mark = cluster.read_finish_mark(job.ref)
+            if job.finished is not None and (
+                mark is None or (mark.condition, mark.at) != (job.finished, job.finished_at)
+            ):
+                # Remember the finish: Trainer may erase it (a Failed TrainJob restarted).
+                # The JobSet it finished with: its own, unless that one was made after the finish.
+                owned = top.controller is not None and top.controller.uid == job.uid
+                made_after = (
+                    job.finished_at is not None and top.created is not None and top.created > job.finished_at
+                )
+                mark = FinishMark(job.finished, job.finished_at, top.uid if owned and not made_after else "")
+                cluster.write_finish_mark(job.ref, mark)
+        lineage = Lineage(ref, job, top, middles, pods, mark)
         decisions = decide_lineage(lineage, now, self.settings, check_new=work.check_backoff)
         self._keep_chain_evidence(decisions, lineage, cluster)
         note = None if decisions else "the fresh state of the chain names nothing for any rule"
@@ -390,8 +415,8 @@ class Pipeline:
             tops[(top.namespace, top.name)] = top
             job = jobs.get((top.namespace, top.name))
             owned = job is not None and top.controller is not None and top.controller.uid == job.uid
-            if owned and job is not None and (not job.finished or top.finished is not None):
-                continue  # running, or finished alike: nothing a rule names
+            if owned and job is not None and not _made_again(job, top):
+                continue  # its first JobSet: nothing a rule names
             self._chain_candidate(top, candidates)
         for middle in cluster.list_workloads(chain.links[-1], namespace, chain.name_label):
             parent = tops.get((middle.namespace, middle.labels.get(chain.name_label, "")))

@@ -25,6 +25,12 @@ WARNING_REASONS = {
     Rule.CRASH_LOOP: "CrashLoopWithoutLimit",
     Rule.NO_BACKOFF_LIMIT: "NoBackoffLimit",
     Rule.UNBOUNDED_JOBSET_RESTARTS: "UnboundedJobSetRestarts",
+    Rule.FINISHED_TRAINJOB_RESTARTED: "TrainJobRestartedAfterFinish",
+}
+# The Event podsweeper writes when it suspends a job, by the rule that did.
+SUSPEND_REASONS = {
+    Rule.CRASH_LOOP: "CrashLoopSuspended",
+    Rule.FINISHED_TRAINJOB_RESTARTED: "RestartedTrainJobSuspended",
 }
 
 
@@ -94,14 +100,15 @@ def warning_event(decision: Decision, now: datetime) -> EventRecord:
 
 
 def suspend_event(decision: Decision, now: datetime) -> EventRecord:
-    """JobSuspended: podsweeper set spec.runPolicy.suspend because of this crash loop."""
+    """podsweeper set the job's suspend switch, and why (the rule's reason)."""
+    switch = ".".join(("spec", *decision.job.kind.suspend_path))
     return EventRecord(
         name=_event_name(decision.job, "suspend"),
         involved=decision.job,
         type="Warning",
-        reason="CrashLoopSuspended",
+        reason=SUSPEND_REASONS[decision.rule],
         message=_truncate(
-            f"podsweeper suspended the job (spec.runPolicy.suspend: true): {decision.kind} {decision.name}: "
+            f"podsweeper suspended the job ({switch}: true): {decision.kind} {decision.name}: "
             f"{decision.reason}. Fix the cause, then set suspend: false to start it again."
         ),
         time=now,

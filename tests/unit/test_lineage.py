@@ -58,49 +58,71 @@ def test_a_cleanly_completed_trainjob_gets_nothing():
     assert outcome.applied == [] and len(cluster.pods) == 2 and len(cluster.workloads) == 2
 
 
-def test_a_jobset_created_again_after_its_trainjob_finished_is_deleted_at_once():
-    """kubeflow/trainer#2981/#3779/#3737: the JobSet comes back, pods and all, for a Complete job."""
+def test_a_failed_trainjob_restarted_by_trainer_is_suspended():
+    """Trainer v2.3.0: a Failed TrainJob whose JobSet goes (TTL, any delete) gets a new JobSet and
+    loses its Failed condition (kubeflow/trainer#3779/#3737). podsweeper's record of the finish
+    is what still says it had finished; only the TrainJob's spec.suspend stops it (measured)."""
+    failed = v2.trainjob(conditions=[("Failed", at(50))])
+    js = v2.jobset(failed)
+    cluster = world(failed, js, v2.batch_job(js))
+    assert handle(cluster, event("update", failed, at(50)), now=51).applied == []
+    (mark,) = cluster.finish_marks.values()
+    assert (mark.condition, mark.top_uid) == ("Failed", js["metadata"]["uid"])
+    # The TTL deletes the JobSet; Trainer makes a new one and erases Failed.
+    again = v2.trainjob()  # same uid, no condition
+    cluster.observe(Verb.UPDATE, parse_job(again))
+    cluster.observe(Verb.DELETE, parse_workload(js))
+    new = v2.jobset(again, created=at(55), generation="-2")
+    job = v2.batch_job(new)
+    for obj in (new, job, v2.pod(job, 0), v2.pod(job, 1)):
+        cluster.observe(Verb.ADD, parse_pod(obj) if obj["kind"] == "Pod" else parse_workload(obj))
+    outcome = handle(cluster, event("add", new, at(55)), now=56)
+    assert decided(outcome) == [
+        (Rule.FINISHED_TRAINJOB_RESTARTED, Action.SUSPEND, "TrainJob", "tj", Result.SUSPENDED)
+    ]
+    assert outcome.applied[0].decision.gpus == 2
+    assert cluster.jobs[("TrainJob", "team-a", "tj")].suspended
+    # Suspended, it is left alone: nothing more is decided.
+    assert handle(cluster, event("update", new, at(57)), now=57).applied == []
+
+
+def test_a_jobset_made_after_the_finish_still_shown_is_caught_without_a_record():
+    """Before v2.2.0 a Complete TrainJob kept its condition and got a new JobSet (#2981)."""
     tj = v2.trainjob(conditions=FINISHED)
     js = v2.jobset(tj, created=at(120), generation="-2")
     job = v2.batch_job(js)
-    cluster = world(tj, js, job, v2.pod(job, 0), v2.pod(job, 1))
+    cluster = world(tj, js, job, v2.pod(job, 0))
     outcome = handle(cluster, event("add", js, at(120)), now=121)
-    assert decided(outcome) == [
-        (Rule.FINISHED_TRAINJOB_ACTIVE_JOBSET, Action.DELETE, "JobSet", "tj", Result.DELETED)
+    assert [(a.decision.rule, a.result) for a in outcome.applied] == [
+        (Rule.FINISHED_TRAINJOB_RESTARTED, Result.SUSPENDED)
     ]
-    assert outcome.applied[0].decision.gpus == 2
-    assert cluster.pods == {} and cluster.workloads == {}  # background propagation
-    (event_record,) = [e.record for e in cluster.events.values()]
-    assert event_record.reason == "PodsCleanedUp" and "JobSet tj" in event_record.message
 
 
-def test_a_finished_trainjobs_own_jobset_gets_the_grace_first():
-    """The JobSet deletes its active Jobs itself when it finishes: podsweeper is the backstop."""
+def test_a_finished_trainjobs_own_jobset_is_left_to_the_jobset_controller():
+    """The JobSet deletes its active Jobs itself when it finishes; its own JobSet is no restart."""
     tj, js, job, pods = v2.chain(conditions=FINISHED)
     cluster = world(tj, js, job, *pods)
-    assert handle(cluster, event("update", tj, at(51)), now=51).applied == []
-    assert len(cluster.pods) == 2
-    outcome = handle(cluster, event("update", tj, at(90)), now=90, operator_grace_seconds=30)
-    assert decided(outcome) == [
-        (Rule.FINISHED_TRAINJOB_ACTIVE_JOBSET, Action.DELETE, "JobSet", "tj", Result.DELETED)
-    ]
+    assert handle(cluster, event("update", tj, at(51)), now=300).applied == []
+    assert len(cluster.pods) == 2 and not cluster.jobs[("TrainJob", "team-a", "tj")].suspended
 
 
-def test_dry_run_and_opt_out_change_nothing():
+def test_dry_run_opt_out_and_kueue_change_nothing():
     tj = v2.trainjob(conditions=FINISHED)
     js = v2.jobset(tj, created=at(120))
     job = v2.batch_job(js)
-    cluster = world(tj, js, job, v2.pod(job, 0))
-    outcome = handle(cluster, event("add", js, at(120)), dry_run=True)
-    assert [a.result for a in outcome.applied] == [Result.DRY_RUN] and len(cluster.workloads) == 2
-    skipped = v2.jobset(tj, created=at(120), annotations={"podsweeper.dev/skip": "true"})
-    cluster = world(tj, skipped, job, v2.pod(job, 0))
-    outcome = handle(cluster, event("add", skipped, at(120)))
-    assert [a.decision.action for a in outcome.applied] == [Action.SKIP] and len(cluster.pods) == 1
+
+    def suspended_after(trainjob, **settings):
+        cluster = world(trainjob, js, job, v2.pod(job, 0))
+        outcome = handle(cluster, event("add", js, at(120)), **settings)
+        return [(a.decision.action, a.result) for a in outcome.applied], cluster.jobs[
+            ("TrainJob", "team-a", "tj")
+        ].suspended
+
+    assert suspended_after(tj, dry_run=True) == ([(Action.SUSPEND, Result.DRY_RUN)], False)
     opted = v2.trainjob(conditions=FINISHED, annotations={"podsweeper.dev/skip": "true"})
-    cluster = world(opted, js, job, v2.pod(job, 0))
-    outcome = handle(cluster, event("add", js, at(120)))
-    assert [a.decision.action for a in outcome.applied] == [Action.SKIP] and len(cluster.pods) == 1
+    assert suspended_after(opted) == ([(Action.SKIP, None)], False)
+    queued = v2.trainjob(conditions=FINISHED, labels={"kueue.x-k8s.io/queue-name": "q"})
+    assert suspended_after(queued) == ([(Action.WARN, Result.WARNED)], False)
 
 
 def test_a_running_trainjob_is_left_alone():
@@ -181,31 +203,38 @@ def test_unbounded_jobset_restarts_are_warned_once_on_the_trainjob():
 
 def test_the_evidence_of_failed_pods_is_kept_before_their_jobset_goes():
     """kubernetes-sigs/jobset#776: failed pods vanish with their JobSet; the store keeps them."""
-    tj = v2.trainjob(conditions=[("Failed", at(50))])
-    js = v2.jobset(tj, created=at(120))
-    job = v2.batch_job(js)
-    cluster = world(tj, js, job, v2.pod(job, 0), v2.pod(job, 1, phase="Failed", exit_code=3))
-    handle(cluster, event("add", js, at(120)), now=121)
+    tj, js, job, pods = v2.chain()
+    failed = v2.pod(job, 1, phase="Failed", exit_code=3)
+    cluster = world(tj, v2.jobset(None), job, pods[0], failed)
+    gone(cluster, tj)
+    handle(cluster, event("delete", tj, at(100)), now=100)
+    assert cluster.evidence == {}  # its TrainJob is gone: no owner for a store
+    cluster = world(tj, js, job, pods[0], failed)
+    handle(cluster, event("update", failed, at(100)), now=100)
     (records,) = [r for r, _ in cluster.evidence.values()]
-    assert '"exit_code":3' in records.replace(" ", "") and v2.pod(job, 1)["metadata"]["name"] in records
+    assert '"exit_code":3' in records.replace(" ", "") and failed["metadata"]["name"] in records
 
 
 def test_the_sweep_finds_what_no_event_reported():
     tj = v2.trainjob(conditions=FINISHED)
     js = v2.jobset(tj, created=at(120))
     job = v2.batch_job(js)
+    # (and a finished TrainJob with its own JobSet, which is no candidate)
+    done_tj, done_js, done_job, _ = v2.chain("done", conditions=FINISHED)
     other_tj, other_js, other_job, other_pods = v2.chain("other")
     orphan_job = v2.batch_job(v2.jobset(None, name="gone"), owned=False)
-    cluster = world(tj, js, job, v2.pod(job, 0), other_tj, other_js, other_job, *other_pods, orphan_job)
+    cluster = world(
+        tj, js, job, v2.pod(job, 0), other_tj, other_js, other_job, *other_pods, orphan_job, done_tj, done_js
+    )
     cluster.gone_jobs.add(("TrainJob", "team-a", "gone"))
     outcome = handle(cluster, ping(at(600)))
     assert sorted(decided(outcome)) == sorted(
         [
-            (Rule.FINISHED_TRAINJOB_ACTIVE_JOBSET, Action.DELETE, "JobSet", "tj", Result.DELETED),
+            (Rule.FINISHED_TRAINJOB_RESTARTED, Action.SUSPEND, "TrainJob", "tj", Result.SUSPENDED),
             (Rule.ORPHAN, Action.DELETE, "Job", "gone-node-0", Result.DELETED),
         ]
     )
-    assert len(cluster.pods) == 2  # the running TrainJob's
+    assert len(cluster.pods) == 3  # the running TrainJob's, and the suspended one's (Trainer's to remove)
 
 
 def test_v2_pod_events_decide_nothing_by_themselves():

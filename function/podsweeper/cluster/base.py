@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 from podsweeper.decisions import Result
 from podsweeper.kinds import Link, TrainingKind
-from podsweeper.model import EventRecord, Job, JobRef, Node, Pod, Workload
+from podsweeper.model import EventRecord, FinishMark, Job, JobRef, Node, Pod, Workload
 
 
 class JobUnknown(Exception):
@@ -26,6 +26,12 @@ class Cluster(Protocol):
 
     def bounded(self, deadline: float) -> Cluster:
         """A view whose calls all end by `deadline` (a time.monotonic() value)."""
+
+    def read_finish_mark(self, job: JobRef) -> FinishMark | None:
+        """podsweeper's record that this chained job finished; None when there is none."""
+
+    def write_finish_mark(self, job: JobRef, mark: FinishMark) -> None:
+        """Keep the record (a ConfigMap owned by the job, ref.uid: it goes with the job)."""
 
     def get_node(self, name: str) -> Node | None:
         """The node's readiness now; None when the node object no longer exists."""
@@ -53,7 +59,8 @@ class Cluster(Protocol):
         (the garbage collector then removes what it controls). DELETED, GONE or CONFLICT."""
 
     def suspend_job(self, ref: JobRef) -> Result:
-        """Set spec.runPolicy.suspend on the job whose uid is ref.uid.
+        """Set the job's suspend field (kinds: spec.runPolicy.suspend, a TrainJob's spec.suspend)
+        on the job whose uid is ref.uid.
 
         Returns SUSPENDED, GONE (404) or CONFLICT (another job has that name now).
         """

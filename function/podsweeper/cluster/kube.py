@@ -14,6 +14,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 
 import urllib3
@@ -26,7 +27,7 @@ from podsweeper.config import Settings
 from podsweeper.decisions import Result
 from podsweeper.errors import ApiUnavailable, BadEvent
 from podsweeper.evidence import decode, encode, store_name
-from podsweeper.model import EventRecord, Job, JobRef, Node, Pod, Workload
+from podsweeper.model import EventRecord, FinishMark, Job, JobRef, Node, Pod, Workload
 from podsweeper.objects import (
     decode_job,
     decode_node,
@@ -43,6 +44,7 @@ log = logging.getLogger("podsweeper.cluster")
 PAGE_SIZE = 500
 EVIDENCE_KEY = "evidence.json"
 EVIDENCE_LABEL = "podsweeper.dev/evidence-for"
+FINISH_MARK_LABEL = "podsweeper.dev/finished"
 # On podsweeper's Warning Events: the restart count the last write was about.
 PROGRESS_ANNOTATION = "podsweeper.dev/restarts"
 T = TypeVar("T")
@@ -99,6 +101,22 @@ def _can_label(namespace: str, job_name: str) -> bool:
         and len(job_name) <= 63
         and _LABEL_VALUE.fullmatch(job_name) is not None
     )
+
+
+def _owned_by(job: JobRef) -> dict[str, Any]:
+    """podsweeper's ConfigMaps go with the job (not blocking its deletion, not controlled)."""
+    return {
+        "apiVersion": job.api_version or job.kind.api_version(job.version),
+        "kind": job.kind.kind,
+        "name": job.name,
+        "uid": job.uid,
+        "controller": False,
+        "blockOwnerDeletion": False,
+    }
+
+
+def finish_mark_name(job_name: str) -> str:
+    return f"podsweeper-finished-{job_name}"[:253]
 
 
 def _retry_after(error: ApiException) -> float | None:
@@ -257,6 +275,52 @@ class KubeCluster:
                 found.setdefault(pod.uid, pod)
         return list(found.values())
 
+    def read_finish_mark(self, job: JobRef) -> FinishMark | None:
+        name = finish_mark_name(job.name)
+        if not _can_exist(job.namespace, name):
+            return None
+        body = self._call(
+            f"get finish mark of {job.namespace}/{job.name}",
+            self.core.read_namespaced_config_map,
+            name,
+            job.namespace,
+        )
+        data = (body or {}).get("data") or {}
+        if not data.get("condition"):
+            return None
+        try:
+            at = datetime.fromisoformat(data["at"]) if data.get("at") else None
+        except ValueError:
+            at = None
+        return FinishMark(data["condition"], at, data.get("top_uid", ""))
+
+    def write_finish_mark(self, job: JobRef, mark: FinishMark) -> None:
+        name = finish_mark_name(job.name)
+        if not job.uid or not _can_exist(job.namespace, name):
+            return  # a record nobody owns would never go: keep none
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": name,
+                "namespace": job.namespace,
+                "labels": {FINISH_MARK_LABEL: job.name[:63]},
+                "ownerReferences": [_owned_by(job)],
+            },
+            "data": {
+                "condition": mark.condition,
+                "at": mark.at.isoformat() if mark.at else "",
+                "top_uid": mark.top_uid,
+            },
+        }
+        what = f"write finish mark of {job.namespace}/{job.name}"
+        try:
+            self._request(what, self.core.create_namespaced_config_map, job.namespace, body)
+        except ApiException:  # 409: it exists: this finish replaces the one kept
+            self._request(
+                what, self.core.replace_namespaced_config_map, name, job.namespace, body, conflicts=()
+            )
+
     def get_node(self, name: str) -> Node | None:
         if not _can_exist("default", name):  # nodes are cluster-scoped: check the name only
             return None
@@ -344,7 +408,10 @@ class KubeCluster:
     def suspend_job(self, ref: JobRef) -> Result:
         # The uid in a merge patch is a precondition: a job re-created under this name has
         # another uid, and the API refuses to change it (409 or 422).
-        patch = {"metadata": {"uid": ref.uid}, "spec": {"runPolicy": {"suspend": True}}}
+        switch: dict[str, Any] = {"suspend": True}
+        for key in reversed(ref.kind.suspend_path[:-1]):
+            switch = {key: switch}
+        patch = {"metadata": {"uid": ref.uid}, "spec": switch}
         try:
             found = self._request(
                 f"suspend {ref.kind.plural} {ref.namespace}/{ref.name}",
@@ -384,16 +451,7 @@ class KubeCluster:
             "name": name,
             "namespace": job.namespace,
             "labels": {EVIDENCE_LABEL: job.name[:63]},
-            "ownerReferences": [
-                {
-                    "apiVersion": job.api_version or job.kind.api_version(job.version),
-                    "kind": job.kind.kind,
-                    "name": job.name,
-                    "uid": job.uid,
-                    "controller": False,
-                    "blockOwnerDeletion": False,
-                }
-            ],
+            "ownerReferences": [_owned_by(job)],
         }
         if version is not None:
             metadata["resourceVersion"] = version

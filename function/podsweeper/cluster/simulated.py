@@ -17,7 +17,7 @@ from podsweeper.cluster.base import JobUnknown
 from podsweeper.decisions import Result
 from podsweeper.evidence import decode, encode, store_name
 from podsweeper.kinds import Link, TrainingKind
-from podsweeper.model import EventRecord, Job, JobRef, Node, Pod, Verb, Workload
+from podsweeper.model import EventRecord, FinishMark, Job, JobRef, Node, Pod, Verb, Workload
 from podsweeper.ownership import has_training_label, labelled_job_names, labels_name_job
 
 
@@ -45,6 +45,7 @@ class SimulatedCluster:
     deleted_by_podsweeper: set[str] = field(default_factory=set)  # pod, JobSet and Job uids
     # (kind, namespace, name) -> the chains' JobSets and batch Jobs the stream showed
     workloads: dict[tuple[str, str, str], Workload] = field(default_factory=dict)
+    finish_marks: dict[tuple[str, str, str], FinishMark] = field(default_factory=dict)
     events: dict[str, RecordedEvent] = field(default_factory=dict)
     # (namespace, store name) -> (encoded records, version): the evidence stores
     evidence: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
@@ -140,6 +141,12 @@ class SimulatedCluster:
             key=self._position.__getitem__,
         )
         return [p for p in (self.pods[key] for key in keys) if labels_name_job(p.labels, ref)]
+
+    def read_finish_mark(self, job: JobRef) -> FinishMark | None:
+        return self.finish_marks.get(job.key)
+
+    def write_finish_mark(self, job: JobRef, mark: FinishMark) -> None:
+        self.finish_marks[job.key] = mark
 
     def get_node(self, name: str) -> Node | None:
         # A recorded stream carries no node facts: every node counts as Ready, so rule
