@@ -5,7 +5,7 @@ podsweeper cache) is what a cluster runs for an ApiServerSource; outside a clust
 the source's spec as K_SOURCE_CONFIG and a `--kubeconfig` (see docs apiserversource.md).
 
 Its configuration is derived from the manifest we ship, knative/source/apiserversource.yaml
-(resources, pod label selector, mode), and it authenticates as the ServiceAccount user
+(resources with their label selectors, mode), and it authenticates as the ServiceAccount user
 `system:serviceaccount:podsweeper:podsweeper-source` with the permissions
 knative/source/rbac.yaml grants: the e2e tests exercise the shipped source, not a copy.
 
@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import yaml
@@ -71,15 +72,18 @@ def selector_string(selector: dict | None) -> str:
 
 
 def _gvr(api_version: str, kind: str) -> dict:
+    """The resource the controller would name (by podsweeper.kinds, never guessed here): a pod,
+    a training kind at one of its versions, or a link of a chain (JobSet, batch Job)."""
     group, _, version = api_version.rpartition("/")
     if (group, kind) == ("", "Pod"):
         return {"Group": "", "Version": version, "Resource": "pods"}
-    training = kinds.BY_KIND.get(kind)
-    if group != kinds.GROUP or training is None:
+    found = kinds.lookup(api_version, kind) or kinds.link_lookup(api_version, kind)
+    if found is None:
         raise ValueError(
-            f"{api_version} {kind} in {SHIPPED_SOURCE.name} is neither a pod nor a training kind"
+            f"{api_version} {kind} in {SHIPPED_SOURCE.name} is neither a pod, a training kind "
+            "nor a link of a training kind's chain"
         )
-    return {"Group": group, "Version": version, "Resource": training.plural}
+    return {"Group": group, "Version": version, "Resource": found.plural}
 
 
 def shipped_source_spec(manifest: Path = SHIPPED_SOURCE) -> dict:
@@ -168,14 +172,16 @@ class ReceiveAdapter:
         self.stop()
 
     @property
-    def expected_reflectors(self) -> set[str]:
-        """Reflector names the adapter logs: `<group>/<version>, Resource=<plural>/<ns>`."""
-        names = set()
+    def expected_reflectors(self) -> Counter[str]:
+        """Reflector names the adapter logs, `<group>/<version>, Resource=<plural>/<ns>`, each
+        as often as it runs: every entry gets its own reflectors (pkg/adapter/apiserver), so
+        two entries of one kind (pods by two labels) run two reflectors of the same name."""
+        names: Counter[str] = Counter()
         for res in self.config["resources"]:
             gvr = res["gvr"]
             gv = f"{gvr['Group']}/{gvr['Version']}" if gvr["Group"] else f"/{gvr['Version']}"
             for namespace in self.config["namespaces"]:
-                names.add(f"{gv}, Resource={gvr['Resource']}/{namespace}")
+                names[f"{gv}, Resource={gvr['Resource']}/{namespace}"] += 1
         return names
 
     def start(self) -> ReceiveAdapter:
@@ -211,7 +217,7 @@ class ReceiveAdapter:
             raise
         self.started_in = time.monotonic() - started
         print(
-            f"adapter: watching {len(self.expected_reflectors)} collection(s) in "
+            f"adapter: watching {self.expected_reflectors.total()} collection(s) in "
             f"{','.join(self.config['namespaces'])} ({self.config['mode']} mode) -> {self.sink} "
             f"after {self.started_in:.1f}s",
             file=self.log,
@@ -219,12 +225,12 @@ class ReceiveAdapter:
         )
         return self
 
-    def populated(self) -> set[str]:
+    def populated(self) -> Counter[str]:
         try:
             text = self.log_path.read_text(errors="replace")
         except OSError:
-            return set()
-        return set(_POPULATED.findall(text))
+            return Counter()
+        return Counter(_POPULATED.findall(text))
 
     def _wait_watching(self) -> None:
         wanted = self.expected_reflectors
@@ -237,7 +243,7 @@ class ReceiveAdapter:
                 return
             if time.monotonic() > deadline:
                 raise AdapterError(
-                    f"receive adapter not watching {sorted(missing)} after "
+                    f"receive adapter not watching {sorted(missing.elements())} after "
                     f"{self.ready_timeout:.0f}s:\n{self.tail()}"
                 )
             time.sleep(0.05)
