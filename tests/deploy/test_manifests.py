@@ -10,7 +10,9 @@
 - Knative's own webhook logic (SetDefaults + Validate from the serving/eventing Go modules,
   tests/deploy/knativevalidate) accepts the Knative objects: no Knative webhook runs in the
   test cluster, so that is what rejects e.g. a reserved PORT variable or min-scale > max-scale;
-- knative/function-rbac.yaml grants exactly the API calls the function makes.
+- knative/function-rbac.yaml grants exactly the API calls the function makes;
+- the source watches, and the ClusterRoles grant, what podsweeper.kinds lists (the kinds table
+  is the one home of which kinds, groups, versions, links and labels there are).
 
 Each "accepts" test has a "rejects" control that breaks a manifest on purpose.
 """
@@ -26,6 +28,7 @@ import pytest
 import yaml
 
 from podsweeper import kinds
+from podsweeper.ownership import JOB_NAME_LABEL
 
 REPO = Path(__file__).resolve().parents[2]
 KNATIVE = REPO / "knative"
@@ -33,12 +36,43 @@ KUSTOMIZATIONS = (
     "knative",
     "knative/overlays/live",
     "knative/overlays/mpi-operator",
+    "knative/overlays/training-operator-only",
+    "knative/overlays/trainer-v2-only",
     "knative/overlays/crashloop-suspend",
 )
-
-TRAINING_JOB_KINDS = {k.kind: k.plural for k in kinds.TRAINING_KINDS}  # all in kubeflow.org
-JOB_LABEL = "training.kubeflow.org/job-name"
 FIELD_MANAGER = "podsweeper-manifest-test"
+
+
+def exists(label: str) -> dict:
+    return {"matchExpressions": [{"key": label, "operator": "Exists"}]}
+
+
+def watch(api_version: str, kind: str, selector: dict | None = None) -> dict:
+    """One ApiServerSource spec.resources entry."""
+    return {"apiVersion": api_version, "kind": kind, **({"selector": selector} if selector else {})}
+
+
+# What the source must watch, derived from podsweeper.kinds, in the order the overlays' JSON
+# patches rely on. Training Operator v1: each job kind at its preferred version, and the pods
+# labelled with a job's name.
+V1_WATCHES = [watch(k.api_version(), k.kind) for k in kinds.OPERATOR_KINDS] + [
+    watch("v1", "Pod", exists(JOB_NAME_LABEL))
+]
+# A chained kind (Trainer v2): the job, its chain's top link (all of them: a TrainJob's JobSet
+# carries no label of its own), the links below it and the pods, selected by the chain's label.
+V2_WATCHES = [
+    entry
+    for k in kinds.TRAINING_KINDS
+    if k.chain is not None
+    for entry in (
+        watch(k.api_version(), k.kind),
+        *(
+            watch(link.api_version, link.kind, None if i == 0 else exists(k.chain.name_label))
+            for i, link in enumerate(k.chain.links)
+        ),
+        watch("v1", "Pod", exists(k.chain.name_label)),
+    )
+]
 
 
 # --- helpers -------------------------------------------------------------------------------
@@ -118,8 +152,19 @@ def test_function_clusterrole_grants_exactly_what_the_function_uses():
         ("", "configmaps"): {"get", "create", "update"},
         ("", "pods/log"): {"get"},
     }
-    expected |= {("kubeflow.org", plural): {"get", "list"} for plural in TRAINING_JOB_KINDS.values()}
+    # Every training job: read to see whether it finished (GET), listed by the sweep (LIST).
+    # A chained job (TrainJob) is also suspended (patch) by rule finished-trainjob-restarted,
+    # by default; a v1 job only with the opt-in overlays/crashloop-suspend.
+    expected |= {
+        (k.group, k.plural): {"get", "list", *(("patch",) if k.chain else ())} for k in kinds.TRAINING_KINDS
+    }
+    # A chain's links (JobSet, batch Job): read, listed, and deleted by the v2 rules.
+    expected |= {(link.group, link.plural): {"get", "list", "delete"} for link in kinds.LINKS}
     assert rules_table(role) == expected
+    # Nothing a training job is: the v2 deletes are of the links only (a TrainJob is the user's).
+    assert {(k.group, k.plural) for k in kinds.TRAINING_KINDS}.isdisjoint(
+        {key for key, verbs in expected.items() if "delete" in verbs}
+    )
 
     binding = one(docs, "ClusterRoleBinding")
     assert binding["roleRef"] == {
@@ -162,7 +207,7 @@ def test_base_renders_everything_into_namespace_podsweeper(rendered):
 
 
 @pytest.mark.integration
-def test_apiserversource_watches_the_training_jobs_and_their_pods(rendered):
+def test_apiserversource_watches_the_training_jobs_their_links_and_their_pods(rendered):
     objects = rendered["knative"]
     src = one(objects, "ApiServerSource")
     spec = src["spec"]
@@ -171,12 +216,15 @@ def test_apiserversource_watches_the_training_jobs_and_their_pods(rendered):
     assert spec["sink"] == {
         "ref": {"apiVersion": "serving.knative.dev/v1", "kind": "Service", "name": "podsweeper"}
     }
+    # v1 first, then v2, each as podsweeper.kinds says (the overlays patch by position).
+    assert spec["resources"] == V1_WATCHES + V2_WATCHES
+    # Every training kind, every link of its chain; pods and middle links only by label.
     watched = {(r["apiVersion"], r["kind"]) for r in spec["resources"]}
-    assert watched == {("kubeflow.org/v1", k) for k in TRAINING_JOB_KINDS} | {("v1", "Pod")}
-    pods = [r for r in spec["resources"] if r["kind"] == "Pod"]
-    assert pods[0]["selector"] == {"matchExpressions": [{"key": JOB_LABEL, "operator": "Exists"}]}
-    jobs = [r for r in spec["resources"] if r["kind"] != "Pod"]
-    assert all("selector" not in r for r in jobs)
+    assert {(k.api_version(), k.kind) for k in kinds.TRAINING_KINDS} <= watched
+    assert {(link.api_version, link.kind) for link in kinds.LINKS} <= watched
+    for r in spec["resources"]:
+        if r["kind"] == "Pod" or kinds.link_lookup(r["apiVersion"], r["kind"]) == kinds.BATCH_JOB:
+            assert r.get("selector"), f"{r['kind']} watched without a label selector: all of the cluster's"
 
     # Its ServiceAccount exists in the source's namespace and its ClusterRole covers every
     # watched resource with exactly get/list/watch (what Knative's controller checks).
@@ -287,9 +335,35 @@ def test_overlays_change_only_what_they_are_for(rendered):
 
     mpi = rendered["knative/overlays/mpi-operator"]
     src = one(mpi, "ApiServerSource")
-    kinds = {(r["apiVersion"], r["kind"]) for r in src["spec"]["resources"]}
-    assert ("kubeflow.org/v2beta1", "MPIJob") in kinds and ("kubeflow.org/v1", "MPIJob") not in kinds
+    watched = {(r["apiVersion"], r["kind"]) for r in src["spec"]["resources"]}
+    assert ("kubeflow.org/v2beta1", "MPIJob") in watched and ("kubeflow.org/v1", "MPIJob") not in watched
     for o in mpi:
+        if o["kind"] != "ApiServerSource":
+            assert o == base[(o["kind"], o["metadata"]["name"])]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    "overlay, watches",
+    [("training-operator-only", V1_WATCHES), ("trainer-v2-only", V2_WATCHES)],
+)
+def test_one_generation_overlays_keep_only_its_watches(rendered, overlay, watches):
+    """A cluster that serves only one of the two APIs: the source names only that one's
+    resources (the adapter exits on an unserved group/version); nothing else changes."""
+    base = {(o["kind"], o["metadata"]["name"]): o for o in rendered["knative"]}
+    objects = rendered[f"knative/overlays/{overlay}"]
+    assert {(o["kind"], o["metadata"]["name"]) for o in objects} == {
+        ("ServiceAccount", "podsweeper-source"),
+        ("ClusterRole", "podsweeper-source"),
+        ("ClusterRoleBinding", "podsweeper-source"),
+        ("ApiServerSource", "podsweeper"),
+        ("PingSource", "podsweeper-sweep"),
+    }
+    src = json.loads(json.dumps(one(objects, "ApiServerSource")))
+    assert src["spec"]["resources"] == watches
+    src["spec"]["resources"] = V1_WATCHES + V2_WATCHES
+    assert src == base[("ApiServerSource", "podsweeper")]
+    for o in objects:
         if o["kind"] != "ApiServerSource":
             assert o == base[(o["kind"], o["metadata"]["name"])]
 
@@ -302,9 +376,8 @@ def test_suspend_overlay_grants_patch_on_the_training_jobs_and_nothing_else():
         if d
     ]
     role = one(docs, "ClusterRole")
-    assert rules_table(role) == {
-        ("kubeflow.org", plural): {"patch"} for plural in TRAINING_JOB_KINDS.values()
-    }
+    # runPolicy.suspend is the training operator's; a TrainJob's pods never reach crash-loop.
+    assert rules_table(role) == {(k.group, k.plural): {"patch"} for k in kinds.OPERATOR_KINDS}
     binding = one(docs, "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [
@@ -498,15 +571,24 @@ def test_dry_run_does_reject_a_broken_manifest(api, rendered, kind, mutate):
 def test_watched_group_versions_are_served(api, rendered):
     """The receive adapter exits at start if a listed group/version is not served.
 
-    Against the training operator's real CRDs (v1.9: all six kinds at kubeflow.org/v1);
-    the mpi-operator overlay's v2beta1 is, as documented, for clusters that serve it instead.
+    Against the training operator's real CRDs (v1.9: all six kinds at kubeflow.org/v1),
+    Trainer v2.3.0's (trainjobs) and JobSet v0.12.0's (jobsets), and the built-in batch/v1:
+    the base source needs both generations served; each one-generation overlay only its own.
+    The mpi-operator overlay's v2beta1 is, as documented, for clusters that serve it instead.
     """
-    src = one(rendered["knative"], "ApiServerSource")
-    for res in src["spec"]["resources"]:
-        served = api.resources(res["apiVersion"])
-        assert res["kind"] in served, f"{res['apiVersion']} {res['kind']} not served"
-        assert served[res["kind"]]["name"] == guess_plural(res["kind"])
-        assert {"get", "list", "watch"} <= set(served[res["kind"]]["verbs"])
+    for name in ("knative", "knative/overlays/training-operator-only", "knative/overlays/trainer-v2-only"):
+        src = one(rendered[name], "ApiServerSource")
+        for res in src["spec"]["resources"]:
+            served = api.resources(res["apiVersion"])
+            assert res["kind"] in served, f"{name}: {res['apiVersion']} {res['kind']} not served"
+            # The resource the controller guesses is the one served, and the one kinds.py names.
+            assert served[res["kind"]]["name"] == guess_plural(res["kind"])
+            known = kinds.lookup(res["apiVersion"], res["kind"]) or kinds.link_lookup(
+                res["apiVersion"], res["kind"]
+            )
+            assert known is not None or res["kind"] == "Pod", res
+            assert known is None or known.plural == served[res["kind"]]["name"], res
+            assert {"get", "list", "watch"} <= set(served[res["kind"]]["verbs"])
     mpi = one(rendered["knative/overlays/mpi-operator"], "ApiServerSource")
     assert "MPIJob" not in api.resources("kubeflow.org/v2beta1")  # only the overlay names it
     assert any(r["apiVersion"] == "kubeflow.org/v2beta1" for r in mpi["spec"]["resources"])
@@ -693,3 +775,70 @@ def test_real_adapter_exits_when_a_listed_group_version_is_not_served(
     adapter.stop()
     assert "failed to collect resource matches" in str(failure.value)
     assert "kubeflow.org/v2beta1" in str(failure.value)
+
+
+@pytest.mark.e2e
+def test_real_adapter_watches_each_entry_with_its_own_selector(control_plane, admin_api, tmp_path):
+    """The shipped source through the real adapter (pkg/adapter/apiserver gives every entry
+    its own reflector, with that entry's selector on its LIST and WATCH): both Pod entries
+    run, each sending only the pods its label selects, once; batch Jobs only when a JobSet's
+    label is on them; TrainJobs and JobSets all of them."""
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from tests.adapter.launcher import ReceiveAdapter, install_source_rbac, source_config
+    from tests.integration.trainer_objects import trainer_namespace
+
+    received: list[tuple[str, str, str]] = []  # (type, kind, name) per CloudEvent
+
+    class Sink(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            received.append((self.headers["ce-type"], self.headers["ce-kind"], self.headers["ce-name"]))
+            self.send_response(202)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    install_source_rbac(admin_api)
+    try:
+        with trainer_namespace(admin_api) as trainer:
+            config = source_config([trainer.namespace])
+            assert sum(1 for r in config["resources"] if r["gvr"]["Resource"] == "pods") == 2
+            adapter = ReceiveAdapter(
+                control_plane.kubeconfig("source"),
+                config,
+                f"http://127.0.0.1:{server.server_address[1]}/",
+                workdir=tmp_path,
+                ready_timeout=90,
+            )
+            with adapter:
+                # Not selected first: any event of theirs would come before the selected ones'.
+                trainer.batch_job(None, "nightly-backup", labelled=False)
+                trainer.pod("web", {"app": "web"})
+                tj = trainer.trainjob("tj")
+                js = trainer.jobset("tj", owner=tj)
+                job = trainer.batch_job(js)
+                chain_pod = trainer.chain_pod(job)
+                v1_pod = trainer.pod("pt-worker-0", {JOB_NAME_LABEL: "pt"})
+                wanted = {
+                    ("TrainJob", "tj"),
+                    ("JobSet", "tj"),
+                    ("Job", job["metadata"]["name"]),
+                    ("Pod", chain_pod["metadata"]["name"]),
+                    ("Pod", v1_pod["metadata"]["name"]),
+                }
+                deadline = time.monotonic() + 60
+                while not wanted <= {(kind, name) for _, kind, name in received}:
+                    assert time.monotonic() < deadline, (sorted(wanted), received, adapter.tail())
+                    time.sleep(0.1)
+                time.sleep(2)  # anything else the adapter would send has had time to arrive
+        adds = [(kind, name) for kind_type, kind, name in received if kind_type.endswith(".add")]
+        assert sorted(adds) == sorted(wanted), received  # each once, nothing unselected
+    finally:
+        server.shutdown()
+        server.server_close()
