@@ -20,4 +20,5 @@ TRAINER_VERSION = "v2.3.0"
 TRAINER_CRD_DIR = "manifests/base/crds"  # trainjobs, trainingruntimes, clustertrainingruntimes
 JOBSET_MODULE = "sigs.k8s.io/jobset"
 JOBSET_VERSION = "v0.12.0"
-JOBSET_CRD_DIR = "config/components/crd/bases"  # jobsets; the kustomize patches (conversion webhook) are not applied
+# jobsets; the kustomize patches (a conversion webhook for the one version) are not applied.
+JOBSET_CRD_DIR = "config/components/crd/bases"

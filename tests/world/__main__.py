@@ -1,7 +1,8 @@
 """`python -m tests.world --kubeconfig PATH`: the real Kubeflow world for manual runs and scripts.
 
 Starts the control plane, kube-controller-manager, kube-scheduler, kwok with its GPU nodes and
-the training operator; writes an admin kubeconfig, prints `READY` on stdout and runs until
+the training operator (with `--trainer` also the JobSet and Kubeflow Trainer v2 controllers);
+writes an admin kubeconfig, prints `READY` on stdout and runs until
 SIGTERM/SIGINT, then stops every component. Exits non-zero (with a log tail) if one dies.
 """
 
@@ -28,12 +29,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-webhooks", action="store_true", help="run the operator without admission webhooks"
     )
+    parser.add_argument(
+        "--trainer",
+        action="store_true",
+        help="also run the JobSet v0.12.0 and Kubeflow Trainer v2.3.0 controllers (TrainJobs run)",
+    )
     args = parser.parse_args(argv)
 
     stop_on_signals()
     try:
         with World(
-            nodes=args.nodes, gpus_per_node=args.gpus_per_node, webhooks=not args.no_webhooks
+            nodes=args.nodes,
+            gpus_per_node=args.gpus_per_node,
+            webhooks=not args.no_webhooks,
+            trainer=args.trainer,
         ) as world:
             world.control_plane.write_kubeconfig(args.kubeconfig, "admin")
             print("READY", flush=True)

@@ -4,7 +4,9 @@ kube-controller-manager and kube-scheduler come from the control plane's own mod
 (tests/controlplane/gomod, k8s.io/kubernetes v1.36.3). Building them there with -mod=mod
 would add go.sum lines to that module, which belongs to tests/controlplane: we build in a
 scratch copy of its go.mod/go.sum under the cache instead. The training operator and kwok
-each have their own small module here, because their k8s.io versions differ.
+each have their own small module here, because their k8s.io versions differ; so do the
+Kubeflow Trainer v2 controller manager and the JobSet controller (one module, `trainer/`:
+Trainer v2.3.0 pins JobSet v0.12.0). Those two are built only for `World(trainer=True)`.
 
 `python -m tests.world.build [NAME...]` builds (or finds) them and prints their paths.
 """
@@ -18,7 +20,11 @@ from pathlib import Path
 
 from tests.controlplane.build import GoBinary, cache_root, ensure_built
 from tests.controlplane.versions import (
+    JOBSET_MODULE,
+    JOBSET_VERSION,
     KUBERNETES_VERSION,
+    TRAINER_MODULE,
+    TRAINER_VERSION,
     TRAINING_OPERATOR_MODULE,
     TRAINING_OPERATOR_VERSION,
 )
@@ -61,8 +67,18 @@ TRAINING_OPERATOR = GoBinary(
     HERE / "operator",
 )
 KWOK = GoBinary("kwok", KWOK_VERSION, f"{KWOK_MODULE}/cmd/kwok", HERE / "kwok")
+TRAINER_CONTROLLER_MANAGER = GoBinary(
+    "trainer-controller-manager",
+    TRAINER_VERSION,
+    f"{TRAINER_MODULE}/cmd/trainer-controller-manager",
+    HERE / "trainer",
+)
+# JobSet's manager is the module root's main package.
+JOBSET_CONTROLLER = GoBinary("jobset-controller", JOBSET_VERSION, JOBSET_MODULE, HERE / "trainer")
 
-ALL = {b.name: b for b in (KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, TRAINING_OPERATOR, KWOK)}
+CORE = {b.name: b for b in (KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, TRAINING_OPERATOR, KWOK)}
+TRAINER = {b.name: b for b in (JOBSET_CONTROLLER, TRAINER_CONTROLLER_MANAGER)}
+ALL = {**CORE, **TRAINER}
 
 
 def build(binary: GoBinary, log=sys.stderr) -> Path:

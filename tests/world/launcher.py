@@ -8,7 +8,10 @@ the kernel if the launcher dies):
 - kube-scheduler: binds pods to nodes, so GPU requests must fit the nodes' capacity;
 - kwok: plays the kubelet of a few fake GPU nodes with the Stage files in stages/;
 - the Kubeflow training operator v1.9.4, out of cluster, all six kinds, every namespace, with
-  its validating admission webhooks served on loopback (see webhook_cert.py).
+  its validating admission webhooks served on loopback (see webhook_cert.py);
+- opt-in (`trainer=True`): the JobSet v0.12.0 and Kubeflow Trainer v2.3.0 controllers with
+  their admission webhooks and the `torch-distributed` ClusterTrainingRuntime
+  (see trainer_world.py), next to the v1 operator.
 
 World starts its own ControlPlane, or runs on top of one already running (then stop() leaves
 the control plane up and removes what would break it without us: the webhook configuration).
@@ -36,7 +39,7 @@ from tests.controlplane.launcher import ControlPlane
 from tests.controlplane.manifests import go_module_dir, load_yaml
 from tests.harness.ports import free_port
 from tests.harness.processes import die_with_parent, stop_group
-from tests.world import build, webhook_cert
+from tests.world import build, trainer_world, webhook_cert
 
 HERE = Path(__file__).parent
 STAGES = HERE / "stages"
@@ -98,7 +101,8 @@ class World:
     """Controller manager, scheduler, kwok nodes and the training operator on a ControlPlane.
 
     Attributes once started: ``control_plane``, ``workdir`` (logs), ``nodes`` (names),
-    ``webhook_port`` and ``timings`` (seconds per phase).
+    ``webhook_port`` and ``timings`` (seconds per phase); with ``trainer=True`` also
+    ``trainer_phase`` (its webhook ports).
     """
 
     def __init__(
@@ -108,6 +112,7 @@ class World:
         nodes: int = 3,
         gpus_per_node: int = 8,
         webhooks: bool = True,
+        trainer: bool = False,
         log=sys.stderr,
         ready_timeout: float = 90.0,
     ):
@@ -116,6 +121,8 @@ class World:
         self.nodes = [f"kwok-node-{i}" for i in range(nodes)]
         self.gpus_per_node = gpus_per_node
         self.webhooks = webhooks
+        self.trainer = trainer
+        self.trainer_phase: trainer_world.TrainerPhase | None = None
         self.log = log
         self.ready_timeout = ready_timeout
         self.workdir: Path | None = None
@@ -136,7 +143,8 @@ class World:
         t0 = time.monotonic()
         atexit.register(self.stop)
         try:
-            bins = {name: build.build(b, log=self.log) for name, b in build.ALL.items()}
+            wanted = build.ALL if self.trainer else build.CORE
+            bins = {name: build.build(b, log=self.log) for name, b in wanted.items()}
             self.timings["build"] = time.monotonic() - t0
             if self.control_plane is None:
                 self.control_plane = ControlPlane(log=self.log).start()
@@ -147,6 +155,9 @@ class World:
             self._phase("controllers", lambda: self._start_kube(bins, kubeconfig))
             self._phase("kwok", lambda: self._start_kwok(bins["kwok"], kubeconfig))
             self._phase("operator", lambda: self._start_operator(bins["training-operator"], kubeconfig))
+            if self.trainer:
+                self.trainer_phase = trainer_world.TrainerPhase(self)
+                self._phase("trainer", lambda: self.trainer_phase.start(bins, kubeconfig))
             self._phase("probe", self._probe_pod)
         except BaseException:
             self.stop()
@@ -163,6 +174,12 @@ class World:
                 self._request("DELETE", self._vwc_path(), ok=(200, 404))
             except Exception as e:  # noqa: BLE001 - best effort while tearing down
                 self._say(f"could not remove the webhook configuration: {e}")
+        if self._api is not None and self.trainer_phase is not None and not self._own_control_plane:
+            try:
+                self.trainer_phase.remove_webhooks()
+            except Exception as e:  # noqa: BLE001 - best effort while tearing down
+                self._say(f"could not remove the JobSet/Trainer webhook configurations: {e}")
+        self.trainer_phase = None
         for proc in reversed(self._procs):
             stop_group(proc.proc, timeout=5.0)
         self._procs.clear()
@@ -185,7 +202,8 @@ class World:
             proc.check()
 
     def log_path(self, name: str) -> Path:
-        """The log of one component: kube-controller-manager, kube-scheduler, kwok, training-operator."""
+        """The log of one component: kube-controller-manager, kube-scheduler, kwok, training-operator,
+        jobset-controller, trainer-controller-manager."""
         assert self.workdir is not None, "world is not running"
         return self.workdir / f"{name}.log"
 
