@@ -20,13 +20,49 @@ silent" agrees with each):
 * liveness is owed only for pods the API can find by label (`training.kubeflow.org/job-name`,
   or the pre-v1.6 `group-name: kubeflow.org` + `job-name`) under the name of their job:
   behaviour.md has the function LIST a job's pods by label.
+
+Kubeflow Trainer v2 (TrainJob -> JobSet -> batch Job -> Pod, specs of trainer_world.py) is
+restated from the rules' statement, with its own little model of the chain (`chain_named`):
+the TrainJob, the JobSet of its name, the batch Jobs labelled with that name, the pods
+labelled with a JobSet's uid. Its decisions are about JobSets and Jobs (orphan deletes) and
+about the TrainJob (the unbounded-restarts warning, the restarted-after-finish suspend),
+never about a pod:
+* finished-trainjob-restarted: the TrainJob exists, is not suspended, had finished (a
+  Complete or Failed condition "True"; finished_at its lastTransitionTime) and its own JobSet
+  (its name, controlled by it, not terminating) was created after finished_at: suspend the
+  TrainJob; a warning instead when Kueue queues it (label kueue.x-k8s.io/queue-name) or
+  another controller manages it (spec.managedBy); skip when the TrainJob opts out. A
+  finished TrainJob's own JobSet is left to the JobSet controller. (This rule replaced
+  finished-trainjob-active-jobset, "delete the JobSet", which only got a Failed TrainJob
+  restarted by Trainer; the generated worlds never erase a finished condition, so the
+  function's own record of a finish says no more here than the condition does.)
+* unbounded-jobset-restarts: on a JobSet add only, the TrainJob exists, has not finished,
+  has no activeDeadlineSeconds, and its own JobSet has a failurePolicy rule that restarts
+  without counting (RestartJobSetAndIgnoreMaxRestarts, RestartJobAndIgnoreMaxRestarts): warn
+  about the TrainJob; skip only by the TrainJob's opt-out.
+* orphan: a JobSet named like the TrainJob, not controlled by the existing TrainJob, not
+  terminating, controlled by nothing or by a TrainJob, and controlled by a TrainJob or marked
+  (`trainer.kubeflow.org/trainjob-ancestor-step` on a replicatedJob template), at least the
+  orphan grace old; a batch Job labelled with the TrainJob's name, not controlled by the
+  current (existing, not terminating) JobSet of that name, controlled by nothing or by a
+  JobSet, marked itself, at least the orphan grace old: delete it; skip when the TrainJob (if
+  it exists) or the object opts out.
+* a TrainJob never shown to a replay is unknown: nothing is decided for its name.
+Readings where the statement is silent:
+* the opt-out annotation counts in any letter case, as for v1;
+* a batch Job already terminating is not named (its delete is under way): the statement
+  says "not terminating" of the JobSets only, and the function agrees on this reading;
+* deleting a JobSet or Job takes what it controls with it (background propagation, the
+  garbage collector's part): the Jobs it controls and the pods they control, and, as the
+  replay's simulated API server does, the pods labelled with a deleted JobSet's uid.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from tests.reliability.trainer_world import TrainJobSpec, WorkloadSpec
 from tests.reliability.world import T0, JobSpec, PodSpec
 
 GROUP = "kubeflow.org"
@@ -44,6 +80,19 @@ JOB_NAME = "training.kubeflow.org/job-name"
 OPERATOR_NAME = "training.kubeflow.org/operator-name"
 
 GONE, UNKNOWN = "gone", "unknown"
+
+# Trainer v2, as the statement names it.
+TRAINJOB, JOBSET, BATCH_JOB = "TrainJob", "JobSet", "Job"
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_UID = "jobset.sigs.k8s.io/jobset-uid"
+ANCESTOR_MARK = "trainer.kubeflow.org/trainjob-ancestor-step"
+UNBOUNDED_ACTIONS = frozenset({"RestartJobSetAndIgnoreMaxRestarts", "RestartJobAndIgnoreMaxRestarts"})
+UNBOUNDED_JOBSET_RESTARTS = "unbounded-jobset-restarts"
+FINISHED_TRAINJOB_RESTARTED = "finished-trainjob-restarted"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+TRAINER_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"  # a TrainJob's own managedBy
+ORPHAN = "orphan"
+DEFAULT_GRACE = 30  # PODSWEEPER_OPERATOR_GRACE_SECONDS and PODSWEEPER_ORPHAN_GRACE_SECONDS
 
 
 def is_true(value: str | None) -> bool:
@@ -92,6 +141,22 @@ def findable(pod: PodSpec) -> bool:
     return pod.label(JOB_NAME) == name or (pod.label("group-name") == GROUP and pod.label("job-name") == name)
 
 
+def trainjob_finished_at(job: TrainJobSpec) -> datetime | None:
+    """When the TrainJob finished (a Complete or Failed condition "True"), or None."""
+    return next((at for t, s, at in job.conditions if t in ("Complete", "Failed") and s == "True"), None)
+
+
+def controller_of(spec) -> object | None:
+    """The controller ownerReference of a spec (a pod, JobSet or Job), or None."""
+    owner = spec.owner
+    return owner if owner is not None and owner.controller is True else None
+
+
+def controlled_by(spec, kind: str, uid: str | None) -> bool:
+    owner = controller_of(spec)
+    return owner is not None and uid is not None and owner.kind == kind and owner.uid == uid
+
+
 def crash_loop_restarts(pod: PodSpec) -> int:
     return max((c.restarts for c in pod.containers if c.state == "crashloop"), default=0)
 
@@ -109,7 +174,13 @@ class World:
     pods: dict[tuple, PodSpec] = field(default_factory=dict)
     jobs: dict[tuple, JobSpec] = field(default_factory=dict)
     gone: set = field(default_factory=set)
-    deleted: set = field(default_factory=set)  # uids of pods podsweeper deleted
+    deleted: set = field(default_factory=set)  # uids of pods (and JobSets, Jobs) podsweeper deleted
+    # Trainer v2: TrainJobs by (namespace, name) and the (namespace, name) of those deleted;
+    # JobSets and batch Jobs by (kind, namespace, name).
+    trainjobs: dict[tuple, TrainJobSpec] = field(default_factory=dict)
+    trainjobs_gone: set = field(default_factory=set)
+    workloads: dict[tuple, WorkloadSpec] = field(default_factory=dict)
+    finished_uids: dict[tuple, set] = field(default_factory=dict)  # (namespace, name) -> uids seen finished
 
     # -- the stream ---------------------------------------------------------------------
     def observe(self, verb: str, spec) -> bool:
@@ -128,6 +199,23 @@ class World:
             else:
                 self.jobs[spec.key] = spec
                 self.gone.discard(spec.key)
+        elif isinstance(spec, TrainJobSpec):
+            key = (spec.namespace, spec.name)
+            if verb == "delete":
+                self.trainjobs.pop(key, None)
+                self.trainjobs_gone.add(key)
+            else:
+                self.trainjobs[key] = spec
+                self.trainjobs_gone.discard(key)
+                if trainjob_finished_at(spec) is not None:
+                    self.finished_uids.setdefault(key, set()).add(spec.uid)
+        elif isinstance(spec, WorkloadSpec):
+            if spec.uid in self.deleted:
+                return False
+            if verb == "delete":
+                self.workloads.pop(spec.key, None)
+            else:
+                self.workloads[spec.key] = spec
         return True
 
     def podsweeper_deleted(self, namespace: str, name: str, uid: str) -> None:
@@ -135,6 +223,37 @@ class World:
         assert pod is not None and pod.uid == uid, f"deleted {namespace}/{name} uid {uid}: not in the world"
         del self.pods[(namespace, name)]
         self.deleted.add(uid)
+
+    def podsweeper_deleted_workload(self, kind: str, namespace: str, name: str, uid: str) -> None:
+        """A JobSet or Job podsweeper deleted, and what goes with it (background propagation)."""
+        found = self.workloads.get((kind, namespace, name))
+        assert found is not None and found.uid == uid, (
+            f"deleted {kind} {namespace}/{name} uid {uid}: not in the world"
+        )
+        self._gone_with(found)
+
+    def podsweeper_suspended(self, namespace: str, name: str, uid: str) -> None:
+        """podsweeper set the TrainJob's spec.suspend (until the stream shows it again)."""
+        found = self.trainjobs.get((namespace, name))
+        assert found is not None and found.uid == uid, (
+            f"suspended TrainJob {namespace}/{name} uid {uid}: not in the world"
+        )
+        self.trainjobs[(namespace, name)] = replace(found, suspended=True)
+
+    def _gone_with(self, workload: WorkloadSpec) -> None:
+        del self.workloads[workload.key]
+        self.deleted.add(workload.uid)
+        for key, pod in list(self.pods.items()):
+            owner = controller_of(pod)
+            made = owner is not None and owner.kind == BATCH_JOB and owner.api_version == "batch/v1"
+            labelled = pod.label(JOBSET_NAME) and pod.label(JOBSET_UID)
+            if made and labelled and workload.uid in (owner.uid, pod.label(JOBSET_UID)):
+                del self.pods[key]
+                self.deleted.add(pod.uid)
+        for child in list(self.workloads.values()):
+            owner = controller_of(child)
+            if child.key in self.workloads and owner is not None and owner.uid == workload.uid:
+                self._gone_with(child)
 
     # -- the rules ----------------------------------------------------------------------
     @staticmethod
@@ -213,4 +332,109 @@ class World:
             named = self.named(pod, now)
             if named is not None and named[1] == "delete" and findable(pod):
                 out.append((pod, named))
+        return out
+
+    # -- the rules, Trainer v2 -----------------------------------------------------------
+    def trainjob_of(self, namespace: str, name: str):
+        """The TrainJob of that name, GONE, or UNKNOWN (a replay never showed it)."""
+        job = self.trainjobs.get((namespace, name))
+        if job is not None:
+            return job
+        return GONE if self.live or (namespace, name) in self.trainjobs_gone else UNKNOWN
+
+    def chain_lineages(self) -> set[tuple[str, str]]:
+        """Every (namespace, TrainJob name) something in the world is named after."""
+        names = set(self.trainjobs) | set(self.trainjobs_gone)
+        for (kind, namespace, name), w in self.workloads.items():
+            if kind == JOBSET:
+                names.add((namespace, name))
+            elif w.label(JOBSET_NAME):
+                names.add((namespace, w.label(JOBSET_NAME)))
+        return names
+
+    def own_jobset(self, job: TrainJobSpec, namespace: str, name: str) -> WorkloadSpec | None:
+        """The TrainJob's own JobSet: its name, controlled by it (kind and uid), not terminating."""
+        js = self.workloads.get((JOBSET, namespace, name))
+        if js is None or js.terminating:
+            return None
+        return js if controlled_by(js, TRAINJOB, job.uid) else None
+
+    def chain_named(
+        self, namespace: str, name: str, now: datetime, jobset_added: bool = False
+    ) -> dict[tuple[str, str], tuple[str, str]]:
+        """{(kind, uid): (rule, action)} the rules name in the lineage of TrainJob `name` now;
+        `jobset_added`: on a JobSet add event (the unbounded-restarts warning)."""
+        if not self.allowed(namespace):
+            return {}
+        job = self.trainjob_of(namespace, name)
+        if job == UNKNOWN:
+            return {}
+        job = job if isinstance(job, TrainJobSpec) else None  # None: gone
+        out: dict[tuple[str, str], tuple[str, str]] = {}
+        js = self.workloads.get((JOBSET, namespace, name))
+        own = self.own_jobset(job, namespace, name) if job is not None else None
+        finished_at = trainjob_finished_at(job) if job is not None else None
+
+        if job is not None and own is not None:
+            unbounded = bool(UNBOUNDED_ACTIONS & set(own.failure_actions))
+            if jobset_added and unbounded and finished_at is None and job.active_deadline is None:
+                action = "skip" if is_true(job.skip) else "warn"
+                out[(TRAINJOB, job.uid)] = (UNBOUNDED_JOBSET_RESTARTS, action)
+            restarted = finished_at is not None and own.created is not None and own.created > finished_at
+            if restarted and not job.suspended:
+                out[(TRAINJOB, job.uid)] = (FINISHED_TRAINJOB_RESTARTED, self.restarted_action(job))
+
+        orphans = [w for w in self._orphans(job, js, namespace, name) if self._old_enough(w, now)]
+        for w in orphans:
+            opted_out = (job is not None and is_true(job.skip)) or is_true(w.skip)
+            out[(w.kind, w.uid)] = (ORPHAN, "skip" if opted_out else "delete")
+        return out
+
+    def _orphans(self, job: TrainJobSpec | None, js: WorkloadSpec | None, namespace: str, name: str):
+        """The JobSet and batch Jobs of the lineage that rule orphan names, age aside."""
+        orphan_jobset = (
+            js is not None
+            and not js.terminating
+            and not (job is not None and controlled_by(js, TRAINJOB, job.uid))
+            and (controller_of(js) is None or controller_of(js).kind == TRAINJOB)
+            and (controller_of(js) is not None or js.template_marked)
+        )
+        if orphan_jobset:
+            yield js
+        current = js if js is not None and not js.terminating else None
+        for w in self.workloads.values():
+            if w.kind != BATCH_JOB or w.namespace != namespace or w.label(JOBSET_NAME) != name:
+                continue
+            owner = controller_of(w)
+            if (
+                w.terminating
+                or (current is not None and controlled_by(w, JOBSET, current.uid))
+                or (owner is not None and owner.kind != JOBSET)
+                or w.label(ANCESTOR_MARK) is None
+            ):
+                continue
+            if orphan_jobset and controlled_by(w, JOBSET, js.uid):
+                continue  # it goes with its JobSet
+            yield w
+
+    def _old_enough(self, workload: WorkloadSpec, now: datetime) -> bool:
+        grace = self.settings.get("orphan_grace_seconds", DEFAULT_GRACE)
+        return workload.created is not None and (now - workload.created).total_seconds() >= grace
+
+    @staticmethod
+    def restarted_action(job: TrainJobSpec) -> str:
+        """What finished-trainjob-restarted does to this TrainJob: suspend, warn or skip."""
+        if is_true(job.skip):
+            return "skip"
+        return "warn" if job.queued or job.managed_by not in (None, "", TRAINER_CONTROLLER) else "suspend"
+
+    def chain_must_act(self, now: datetime) -> list[tuple[object, tuple[str, str]]]:
+        """JobSets and Jobs still present that the rules name for deletion, and TrainJobs not
+        suspended that the rules name for a suspend."""
+        by_uid = {w.uid: w for w in self.workloads.values()} | {j.uid: j for j in self.trainjobs.values()}
+        out = []
+        for namespace, name in sorted(self.chain_lineages()):
+            for (_, uid), named in self.chain_named(namespace, name, now).items():
+                if named[1] in ("delete", "suspend"):
+                    out.append((by_uid[uid], named))
         return out

@@ -21,6 +21,18 @@ Invariants, judged by tests/reliability/oracle.py (behaviour.md restated, no eng
   label, exactly that decision;
 * liveness: after the final sweep no pod is left that the rules name for deletion.
 
+Trainer v2 (trainer_world.py lineages in the same streams), judged the same way: every
+JobSet/Job delete and every TrainJob suspend, warning or skip is exactly what the rules name
+for it at that moment (never a pod one by one); a JobSet's add warns unbounded-jobset-restarts
+exactly when the rules name it, no other event does; every sweep decides every JobSet/Job
+delete and TrainJob suspend/warning the rules name; after the final sweep no JobSet or Job the
+rules name for deletion is left, and no TrainJob the rules name for a suspend runs on.
+Deleting a JobSet or Job takes what it controls with it, in the oracle's world too.
+
+Where the function is known to disagree (KNOWN BUG 1-4, at the end of this file), the
+harnesses tolerate exactly that disagreement, count it in the figures, and a strict xfail
+pins its minimal stream.
+
 The live harness reads its settings from PODSWEEPER_* environment variables through
 `load_settings`, as the served function does, so a setting the function ignores (say
 PODSWEEPER_SWEEP_ACTIVE_PODS) makes the oracle and the function disagree.
@@ -36,6 +48,7 @@ from collections import Counter
 from datetime import timedelta
 from unittest import mock
 
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -47,7 +60,20 @@ from podsweeper.pipeline import Pipeline
 from podsweeper.replay import replay
 from tests.reliability import figures
 from tests.reliability import world as world_tables
-from tests.reliability.oracle import VERSIONS, World, findable, is_true
+from tests.reliability.oracle import (
+    BATCH_JOB,
+    FINISHED_TRAINJOB_RESTARTED,
+    JOBSET,
+    JOBSET_NAME,
+    TRAINJOB,
+    UNBOUNDED_JOBSET_RESTARTS,
+    VERSIONS,
+    World,
+    controlled_by,
+    findable,
+    is_true,
+)
+from tests.reliability.trainer_world import ChainPodSpec, TrainJobSpec, WorkloadSpec
 from tests.reliability.world import (
     JobSpec,
     PodSpec,
@@ -102,22 +128,61 @@ def expects_no_backoff_warning(world: World, event: WorldEvent, mode: str) -> bo
     return None if None in answers else True
 
 
-def sweep_names(world: World, now) -> set[tuple[str, str, str]]:
-    """(pod uid, rule, action) a sweep at `now` must decide: every pod the rules name for a
-    delete or a warning that a LIST by its job's labels can find."""
+def sweep_names(world: World, now, jobsets_listed: bool = True) -> set[tuple[str, str, str]]:
+    """(uid, rule, action) a sweep at `now` must decide: every pod the rules name for a
+    delete or a warning that a LIST by its job's labels can find, and every JobSet and Job
+    the Trainer v2 rules name for a delete.
+
+    `jobsets_listed=False` (the replay): only the TrainJob lineages a batch Job labelled with
+    the TrainJob's name stands for; see replay_sweep_reaches."""
     out = set()
     for pod in world.pods.values():
         named = world.named(pod, now)
         if named is not None and named[1] != "skip" and findable(pod):
             out.add((pod.uid, *named))
+    for namespace, name in world.chain_lineages():
+        if not jobsets_listed and not replay_sweep_reaches(world, namespace, name):
+            continue
+        for (kind, uid), named in world.chain_named(namespace, name, now).items():
+            if named[1] == "skip":
+                continue
+            if jobsets_listed and kind == BATCH_JOB and under_terminating_jobset(world, namespace, name, uid):
+                figures.add(
+                    "property: KNOWN BUG 4 tolerated (a Job of a terminating JobSet left to the pass)"
+                )
+                continue
+            out.add((uid, *named))
     return out
+
+
+def under_terminating_jobset(world: World, namespace: str, name: str, uid: str) -> bool:
+    """KNOWN BUG 4 (see the end of this file): a batch Job controlled by the terminating JobSet
+    of its TrainJob's name, which the rules name orphan and the sweep never looks at."""
+    js = world.workloads.get((JOBSET, namespace, name))
+    job = next((w for w in world.workloads.values() if w.uid == uid), None)
+    return js is not None and js.terminating and job is not None and controlled_by(job, JOBSET, js.uid)
+
+
+def replay_sweep_reaches(world: World, namespace: str, name: str) -> bool:
+    """Whether the replay's sweep can reach the lineage of TrainJob `name`.
+
+    KNOWN BUG 1 (function/podsweeper/cluster/simulated.py, SimulatedCluster.list_workloads): the
+    sweep lists JobSets with the empty selector "", which the simulated cluster reads as label
+    "" (no object has it), so it lists no JobSet at all; the replay's sweep reaches a lineage
+    only through a batch Job labelled with its name. The live harness's API server lists them
+    all (ApiServer.list_workloads), so there the sweep owes every lineage;
+    test_replay_sweep_finds_a_jobset_without_jobs pins the counterexample (strict xfail)."""
+    return any(
+        w.kind == BATCH_JOB and w.namespace == namespace and w.label(JOBSET_NAME) == name
+        for w in world.workloads.values()
+    )
 
 
 def assert_sweep_decided(outcome, expected: set[tuple[str, str, str]], now) -> None:
     made = {
         (d.uid, d.rule.value, d.action.value)
         for d in (item.decision for item in outcome.applied)
-        if d.kind == "Pod" and d.action.value != "skip"
+        if d.action.value != "skip"
     }
     missing = sorted(expected - made)
     if "sweep stopped at PODSWEEPER_MAX_DELETES_PER_EVENT" in (outcome.note or ""):
@@ -130,11 +195,102 @@ def assert_sweep_decided(outcome, expected: set[tuple[str, str, str]], now) -> N
     figures.add("property: sweep decisions the oracle required", len(expected))
 
 
+def expected_restart_warnings(world: World, event: WorldEvent, now, handled: bool, mode: str) -> set[tuple]:
+    """(uid, rule, action) of the unbounded-jobset-restarts decisions a handled event must make:
+    only a JobSet's add asks, and the fresh state decides (a JobSet gone by then: none)."""
+    spec = event.spec
+    if not handled or event.verb != "add":
+        return set()
+    jobset_add = isinstance(spec, WorkloadSpec) and spec.kind == JOBSET
+    # KNOWN BUG 2 (see the end of this file): a TrainJob's add in Reference mode decides the
+    # warning as a JobSet add would. Accepted here as exactly that, and counted.
+    known_bug = isinstance(spec, TrainJobSpec) and mode == "ref"
+    if not (jobset_add or known_bug):
+        return set()
+    named = world.chain_named(spec.namespace, spec.name, now, jobset_added=True)
+    out = {(uid, *named) for (_, uid), named in named.items() if named[0] == UNBOUNDED_JOBSET_RESTARTS}
+    if known_bug and out:
+        figures.add("property: KNOWN BUG 2 tolerated (warning on a Reference-mode TrainJob add)")
+    return out
+
+
+def check_chain_decision(world: World, d, result, now, *, dry_run: bool) -> int:
+    """A Trainer v2 delete (JobSet or batch Job) must be exactly what the rules name now."""
+    rule, action = d.rule.value, d.action.value
+    found = world.workloads.get((d.kind, d.namespace, d.name))
+    assert found is not None and found.uid == d.uid, f"decision about a {d.kind} not in the world: {d}"
+    lineage = d.name if d.kind == JOBSET else found.label(JOBSET_NAME)
+    assert (d.job.kind.kind, d.job.name) == (TRAINJOB, lineage), (d.job, lineage)
+    named = world.chain_named(d.namespace, lineage, now).get((d.kind, d.uid))
+    assert named == (rule, action), (
+        f"{d.kind} {d.namespace}/{d.name}: function decided {rule}/{action}, the rules name {named} "
+        f"({found}; TrainJob {world.trainjob_of(d.namespace, lineage)}; now {now})"
+    )
+    if action != "delete":
+        assert result is None, (action, result)
+        return 0
+    assert result in (("dry-run",) if dry_run else ("deleted", "deferred")), result
+    if result == "deleted":
+        world.podsweeper_deleted_workload(d.kind, d.namespace, d.name, d.uid)
+        return 1
+    return 0
+
+
+def check_trainjob_decision(world: World, d, result, now, *, dry_run: bool) -> None:
+    """finished-trainjob-restarted: exactly what the rules name for the TrainJob now."""
+    rule, action = d.rule.value, d.action.value
+    assert rule == FINISHED_TRAINJOB_RESTARTED, d
+    job = world.trainjobs.get((d.namespace, d.name))
+    assert job is not None and job.uid == d.uid, f"decision about a TrainJob not in the world: {d}"
+    named = world.chain_named(d.namespace, d.name, now).get((TRAINJOB, d.uid))
+    if named is None and stale_finish_record(world, job):
+        # KNOWN BUG 3 (see the end of this file): the record of an earlier TrainJob's finish.
+        named = (rule, World.restarted_action(job))
+        figures.add("property: KNOWN BUG 3 tolerated (a new TrainJob judged by an earlier one's finish)")
+    assert named == (rule, action), (
+        f"TrainJob {d.namespace}/{d.name}: function decided {rule}/{action}, the rules name {named} "
+        f"({job}; its JobSet {world.workloads.get((JOBSET, d.namespace, d.name))}; now {now})"
+    )
+    expected = {"suspend": ("dry-run",) if dry_run else ("suspended",), "warn": ("warned", "already-warned")}
+    assert result in expected.get(action, (None,)), (action, result)
+    if result == "suspended":
+        world.podsweeper_suspended(d.namespace, d.name, d.uid)
+
+
+def stale_finish_record(world: World, job: TrainJobSpec) -> bool:
+    """An unfinished TrainJob, not suspended, with its own JobSet, whose name an earlier
+    TrainJob (another uid) was seen finished under: what KNOWN BUG 3 suspends."""
+    earlier = world.finished_uids.get((job.namespace, job.name), set()) - {job.uid}
+    unfinished = not any(t in ("Complete", "Failed") and s == "True" for t, s, _ in job.conditions)
+    own = world.own_jobset(job, job.namespace, job.name)
+    return bool(earlier) and unfinished and not job.suspended and own is not None
+
+
 def check_outcome(
-    world: World, outcome, event: WorldEvent, now, *, dry_run: bool, mode: str = "resource"
+    world: World,
+    outcome,
+    event: WorldEvent,
+    now,
+    *,
+    dry_run: bool,
+    mode: str = "resource",
+    handled: bool = True,
 ) -> int:
-    """Judge every decision of one handled event against the oracle; apply its deletes."""
+    """Judge every decision of one handled event against the oracle; apply its deletes.
+    `handled=False`: the replay ignored the event (about an object podsweeper deleted)."""
     deletes = 0
+    restarts = expected_restart_warnings(world, event, now, handled, mode)
+    warned_restarts = {
+        (item.decision.uid, item.decision.rule.value, item.decision.action.value)
+        for item in outcome.applied
+        if item.decision.rule.value == UNBOUNDED_JOBSET_RESTARTS
+    }
+    assert warned_restarts == restarts, (
+        f"on {event.verb} of {event.spec} ({mode} mode): unbounded-jobset-restarts decided "
+        f"{sorted(warned_restarts)}, the rules name {sorted(restarts)}"
+    )
+    if isinstance(event.spec, WorkloadSpec) and event.verb == "add" and event.spec.kind == JOBSET and handled:
+        figures.add(f"property: JobSet adds judged for unbounded-jobset-restarts ({len(restarts)} named)")
     expected = expects_no_backoff_warning(world, event, mode)
     warned = [item for item in outcome.applied if item.decision.rule.value == "no-backoff-limit"]
     if expected is not None:
@@ -164,6 +320,12 @@ def check_outcome(
                 # A warning is written, or (restarts not grown since the last one) not again.
                 expected = ("warned", "already-warned") if action == "warn" else (None,)
                 assert result in expected, (action, result)
+        elif d.kind in (JOBSET, BATCH_JOB):
+            deletes += check_chain_decision(world, d, result, now, dry_run=dry_run)
+        elif d.kind == TRAINJOB and rule == UNBOUNDED_JOBSET_RESTARTS:  # judged exactly above
+            assert result in (("warned", "already-warned") if action == "warn" else (None,)), (action, result)
+        elif d.kind == TRAINJOB:
+            check_trainjob_decision(world, d, result, now, dry_run=dry_run)
         else:
             assert (rule, d.kind) == ("no-backoff-limit", d.job.kind.kind) and action in ("warn", "skip"), d
             job = world.jobs.get((d.kind, d.namespace, d.name))
@@ -183,12 +345,29 @@ def check_outcome(
     return deletes
 
 
-def assert_nothing_left(world: World, now) -> None:
+def assert_nothing_left(world: World, now, jobsets_listed: bool = True) -> None:
     left = world.must_delete(now)
     assert not left, "pods the rules name were left after the final sweep:\n" + "\n".join(
         f"  {pod.namespace}/{pod.name} uid={pod.uid} {named} owner={pod.owner} labels={dict(pod.labels)} "
         f"phase={pod.phase} job={world.job_of(pod)}"
         for pod, named in left
+    )
+    chain_left = []
+    for obj, named in world.chain_must_act(now):
+        job = isinstance(obj, WorkloadSpec) and obj.kind == BATCH_JOB
+        lineage = obj.label(JOBSET_NAME) if job else obj.name
+        if not jobsets_listed and not replay_sweep_reaches(world, obj.namespace, lineage):
+            figures.add("property: KNOWN BUG 1 tolerated (v2 leftovers the replay's sweep cannot list)")
+        elif jobsets_listed and job and under_terminating_jobset(world, obj.namespace, lineage, obj.uid):
+            figures.add("property: KNOWN BUG 4 tolerated (a Job of a terminating JobSet left over)")
+        else:
+            chain_left.append((obj, named, lineage))
+    assert not chain_left, (
+        "TrainJobs/JobSets/Jobs the rules name were left after the final sweep:\n"
+        + "\n".join(
+            f"  {obj} {named} TrainJob={world.trainjob_of(obj.namespace, lineage)}"
+            for obj, named, lineage in chain_left
+        )
     )
 
 
@@ -220,16 +399,20 @@ def replay_and_check(scenario: Scenario, stream: list[WorldEvent], label: str) -
     assert len(run.steps) == len(stream)
     world = World(scenario.settings, live=False)
     for step, e in zip(run.steps, stream):
+        shown = True
         if e.spec is not None:
             shown = world.observe(e.verb, e.spec)
             assert bool(step.observed) == (not shown), (e, step.observed)
         else:
-            assert_sweep_decided(step.outcome, sweep_names(world, e.time), e.time)
-        check_outcome(world, step.outcome, e, e.time, dry_run=config.dry_run)
+            assert_sweep_decided(step.outcome, sweep_names(world, e.time, jobsets_listed=False), e.time)
+        check_outcome(world, step.outcome, e, e.time, dry_run=config.dry_run, handled=shown)
     # The world the oracle kept and the simulated cluster agree on what is left.
     assert set(world.pods) == set(run.cluster.pods), set(world.pods) ^ set(run.cluster.pods)
+    assert set(world.workloads) == set(run.cluster.workloads), set(world.workloads) ^ set(
+        run.cluster.workloads
+    )
     if not config.dry_run:
-        assert_nothing_left(world, stream[-1].time)
+        assert_nothing_left(world, stream[-1].time, jobsets_listed=False)
     else:
         assert not run.cluster.deleted_by_podsweeper
     deleted = sum(1 for s in run.steps for a in s.outcome.applied if a.result == "deleted")
@@ -266,10 +449,19 @@ def test_dry_run_replay_deletes_nothing(scenario, rng: random.Random):
 
 
 class ApiServer(SimulatedCluster):
-    """The world as an API server shows it: a job that is not there is a 404 (gone)."""
+    """The world as an API server shows it: a job that is not there is a 404 (gone), and a
+    LIST with the empty label selector lists everything (see replay_sweep_reaches)."""
 
     def get_job(self, ref):
         return self.jobs.get(ref.key)
+
+    def list_workloads(self, link, namespace, selector):
+        if selector:
+            yield from super().list_workloads(link, namespace, selector)
+            return
+        for (kind, ns, _), workload in list(self.workloads.items()):
+            if kind == link.kind and (namespace is None or ns == namespace):
+                yield workload
 
 
 def settings_from_environment(chosen: dict) -> Settings:
@@ -320,7 +512,7 @@ def test_live_notifications_late_duplicated_or_lost_then_sweep(scenario, rng: ra
             figures.add("property: live notifications delivered")
     # The backstop: PingSource ticks until one deletes nothing (the per-event cap may need several).
     budget = scenario.settings["max_deletes_per_event"]
-    for ping in final_pings(scenario, 1 + len(world.pods) // budget + 1):
+    for ping in final_pings(scenario, 1 + (len(world.pods) + len(world.workloads)) // budget + 1):
         expected = sweep_names(world, ping.time)
         outcome = deliver(pipeline, render(ping), ping.time)
         assert_sweep_decided(outcome, expected, ping.time)
@@ -330,16 +522,20 @@ def test_live_notifications_late_duplicated_or_lost_then_sweep(scenario, rng: ra
             break
     assert_nothing_left(world, ping.time)
     assert set(world.pods) == set(truth.pods)
+    assert set(world.workloads) == set(truth.workloads)
     figures.add("property: live scenarios generated")
     figures.add("property: live world changes", len(events))
 
 
 def _parsed(e: WorldEvent):
     """The world change as the simulated API server stores it."""
-    from podsweeper.objects import parse_job, parse_pod
-    from tests.reliability.world import render_job, render_pod
+    from podsweeper.objects import parse_job, parse_pod, parse_workload
+    from tests.reliability.world import render_object
 
-    return parse_job(render_job(e.spec)) if isinstance(e.spec, JobSpec) else parse_pod(render_pod(e.spec))
+    obj = render_object(e.spec)
+    if isinstance(e.spec, (JobSpec, TrainJobSpec)):
+        return parse_job(obj)
+    return parse_workload(obj) if isinstance(e.spec, WorkloadSpec) else parse_pod(obj)
 
 
 # -- the generator covers what the issue names --------------------------------------------------
@@ -377,6 +573,74 @@ RULES_NAMED = (
     "no-backoff-limit / warn",
     "no-backoff-limit / skip",
 )
+# Trainer v2 (trainer_world.py): what the generator draws, told from the specs.
+V2_CASES = (
+    [
+        f"v2 event: {kind} {verb}"
+        for kind in (TRAINJOB, JOBSET, BATCH_JOB, "pod")
+        for verb in ("add", "update", "delete")
+    ]
+    + [
+        "TrainJob running (not finished)",
+        "TrainJob finished (Complete True)",
+        "TrainJob finished (Failed True)",
+        "TrainJob with a finished condition not True",
+        "TrainJob created before the stream",
+        "TrainJob with activeDeadlineSeconds",
+        "TrainJob opted out (true)",
+        "TrainJob opted out (True)",
+        "TrainJob annotation that is no opt-out (false or empty)",
+        "TrainJob suspended",
+        "TrainJob queued by Kueue",
+        "TrainJob managedBy Trainer",
+        "TrainJob managedBy another controller",
+        "TrainJob re-created with another uid",
+        "TrainJob re-created after a finished one of its name",
+        "v2: JobSet or Job of a TrainJob the stream never shows",
+        "JobSet controlled by its TrainJob",
+        "JobSet controlled by its TrainJob, without the mark",
+        "JobSet created after its TrainJob finished",
+        "JobSet controlled by an earlier uid of its TrainJob",
+        "JobSet still controlled by a deleted TrainJob",
+        "JobSet without a controller, marked",
+        "plain JobSet (no controller, no mark)",
+        "JobSet controlled by another kind, marked",
+        "JobSet with an unbounded-restart failurePolicy",
+        "JobSet with a bounded failurePolicy",
+        "JobSet terminating",
+        "JobSet opted out",
+        "JobSet created before the stream",
+        "batch Job controlled by its JobSet",
+        "batch Job controlled by its JobSet, without the mark",
+        "batch Job controlled by an earlier JobSet uid",
+        "batch Job controlled by a gone JobSet",
+        "batch Job without a controller, marked",
+        "plain batch Job (jobset-name label, no mark, no controller)",
+        "batch Job controlled by a CronJob, marked",
+        "batch Job terminating",
+        "batch Job opted out",
+        "batch Job created before the stream",
+        "v2 pod terminating",
+        "v2 pod without a controller",
+        "orphan JobSet younger than PODSWEEPER_ORPHAN_GRACE_SECONDS",
+        "orphan Job younger than PODSWEEPER_ORPHAN_GRACE_SECONDS",
+        "finished TrainJob's own JobSet with active pods left to the JobSet controller",
+        "the rules name a batch Job of a terminating JobSet",
+    ]
+    + [f"v2 pod phase {phase}" for phase in ("Pending", "Running", "Succeeded", "Failed")]
+)
+V2_RULES_NAMED = (
+    "orphan / delete (JobSet)",
+    "orphan / skip (JobSet)",
+    "orphan / delete (Job)",
+    "orphan / skip (Job)",
+    "finished-trainjob-restarted / suspend (TrainJob)",
+    "finished-trainjob-restarted / warn (TrainJob)",
+    "finished-trainjob-restarted / skip (TrainJob)",
+    "unbounded-jobset-restarts / warn (TrainJob)",
+    "unbounded-jobset-restarts / skip (TrainJob)",
+)
+V2_NAMED_AT_LEAST = 10  # scenarios (of COVERAGE_EXAMPLES) in which each v2 named case occurs
 EVERY_CASE = frozenset(
     [f"job kind {kind}" for kind in world_tables.KINDS]
     + ["MPIJob kubeflow.org/v2beta1"]
@@ -433,6 +697,8 @@ EVERY_CASE = frozenset(
         "finished job's active pod kept because PODSWEEPER_SWEEP_ACTIVE_PODS=false",
     ]
     + [f"the rules name {named}" for named in RULES_NAMED]
+    + list(V2_CASES)
+    + [f"the rules name {named}" for named in V2_RULES_NAMED]
 )
 
 
@@ -490,13 +756,17 @@ def generated_cases(scenario: Scenario) -> set[str]:
         job_uids.setdefault(job.key, {})[job.uid] = None
     pod_uids: dict[tuple, set[str]] = {}
     with_active_pods = World({**chosen, "sweep_active_pods": True}, live=False)
+    without_grace = World({**chosen, "orphan_grace_seconds": 0}, live=False)
+    v2_history: dict[str, dict] = {"uids": {}, "finished": set(), "shown": set()}
     for e in scenario.events:
         spec = e.spec
         if spec is None:
             cases.add("PingSource tick within the stream")
             continue
         cases.add(f"event in namespace {spec.namespace}")
-        if isinstance(spec, JobSpec):
+        if isinstance(spec, (TrainJobSpec, WorkloadSpec, ChainPodSpec)):
+            cases |= v2_event_cases(e, world, v2_history)
+        elif isinstance(spec, JobSpec):
             cases.add(f"job kind {spec.kind}")
             if spec.api_version.endswith("/v2beta1"):
                 cases.add(f"{spec.kind} {spec.api_version}")
@@ -574,12 +844,163 @@ def generated_cases(scenario: Scenario) -> set[str]:
                 cases.add("pod outside PODSWEEPER_NAMESPACES")
         world.observe(e.verb, spec)
         with_active_pods.observe(e.verb, spec)
+        without_grace.observe(e.verb, spec)
+        cases |= v2_named_cases(e, world, without_grace)
         for pod in world.pods.values():
             named = world.named(pod, e.time)
             if named is not None:
                 cases.add(f"the rules name {named[0]} / {named[1]}")
             elif with_active_pods.named(pod, e.time) == ("finished-job-active-pod", "delete"):
                 cases.add("finished job's active pod kept because PODSWEEPER_SWEEP_ACTIVE_PODS=false")
+    if world.chain_lineages() - v2_history["shown"]:
+        cases.add("v2: JobSet or Job of a TrainJob the stream never shows")
+    return cases
+
+
+def v2_event_cases(e: WorldEvent, world: World, history: dict) -> set[str]:
+    """The Trainer v2 cases one event shows (judged against the world before it)."""
+    spec = e.spec
+    what = (
+        TRAINJOB if isinstance(spec, TrainJobSpec) else spec.kind if isinstance(spec, WorkloadSpec) else "pod"
+    )
+    cases = {f"v2 event: {what} {e.verb}"}
+    if isinstance(spec, TrainJobSpec):
+        history["shown"].add((spec.namespace, spec.name))
+        uids = history["uids"].setdefault((spec.namespace, spec.name), [])
+        if spec.uid not in uids:
+            if uids:
+                cases.add("TrainJob re-created with another uid")
+                if uids[-1] in history["finished"]:
+                    cases.add("TrainJob re-created after a finished one of its name")
+            uids.append(spec.uid)
+        true = {t for t, s, _ in spec.conditions if s == "True"}
+        for kind in ("Complete", "Failed"):
+            if kind in true:
+                cases.add(f"TrainJob finished ({kind} True)")
+                history["finished"].add(spec.uid)
+            elif kind in {t for t, _, _ in spec.conditions}:
+                cases.add("TrainJob with a finished condition not True")
+        if not true & {"Complete", "Failed"}:
+            cases.add("TrainJob running (not finished)")
+        if spec.created < world_tables.T0:
+            cases.add("TrainJob created before the stream")
+        if spec.active_deadline is not None:
+            cases.add("TrainJob with activeDeadlineSeconds")
+        if spec.skip in ("true", "True"):
+            cases.add(f"TrainJob opted out ({spec.skip})")
+        elif spec.skip is not None:
+            cases.add("TrainJob annotation that is no opt-out (false or empty)")
+        if spec.suspended:
+            cases.add("TrainJob suspended")
+        if spec.queued:
+            cases.add("TrainJob queued by Kueue")
+        if spec.managed_by is not None:
+            own = spec.managed_by == "trainer.kubeflow.org/trainjob-controller"
+            cases.add(f"TrainJob managedBy {'Trainer' if own else 'another controller'}")
+    elif isinstance(spec, WorkloadSpec):
+        owner = spec.owner
+        what = "JobSet" if spec.kind == JOBSET else "batch Job"
+        if spec.kind == JOBSET:
+            job = world.trainjobs.get((spec.namespace, spec.name))
+            finished_at = (
+                next((a for t, s, a in job.conditions if t in ("Complete", "Failed") and s == "True"), None)
+                if job
+                else None
+            )
+            if owner is None:
+                cases.add(
+                    "JobSet without a controller, marked"
+                    if spec.template_marked
+                    else "plain JobSet (no controller, no mark)"
+                )
+            elif owner.kind != TRAINJOB:
+                cases.add("JobSet controlled by another kind, marked")
+            elif job is not None and owner.uid == job.uid:
+                cases.add(
+                    "JobSet controlled by its TrainJob"
+                    + ("" if spec.template_marked else ", without the mark")
+                )
+                if finished_at is not None and spec.created is not None and spec.created > finished_at:
+                    cases.add("JobSet created after its TrainJob finished")
+            elif (spec.namespace, spec.name) in world.trainjobs_gone:
+                cases.add("JobSet still controlled by a deleted TrainJob")
+            if set(spec.failure_actions) & {
+                "RestartJobSetAndIgnoreMaxRestarts",
+                "RestartJobAndIgnoreMaxRestarts",
+            }:
+                cases.add("JobSet with an unbounded-restart failurePolicy")
+            elif spec.failure_actions:
+                cases.add("JobSet with a bounded failurePolicy")
+        else:
+            js = world.workloads.get((JOBSET, spec.namespace, spec.label(JOBSET_NAME) or ""))
+            marked = spec.label("trainer.kubeflow.org/trainjob-ancestor-step") is not None
+            if owner is None:
+                cases.add(
+                    "batch Job without a controller, marked"
+                    if marked
+                    else "plain batch Job (jobset-name label, no mark, no controller)"
+                )
+            elif owner.kind == "CronJob":
+                cases.add("batch Job controlled by a CronJob, marked" if marked else "unclassified batch Job")
+            elif js is not None and owner.uid == js.uid:
+                cases.add("batch Job controlled by its JobSet" + ("" if marked else ", without the mark"))
+            elif js is not None:
+                cases.add("batch Job controlled by an earlier JobSet uid")
+            else:
+                cases.add("batch Job controlled by a gone JobSet")
+        if spec.terminating:
+            cases.add(f"{what} terminating")
+        if spec.skip in ("true", "True"):
+            cases.add(f"{what} opted out")
+        if spec.created is not None and spec.created < world_tables.T0:
+            cases.add(f"{what} created before the stream")
+    else:
+        cases.add(f"v2 pod phase {spec.phase}")
+        if spec.terminating:
+            cases.add("v2 pod terminating")
+        if spec.owner is None:
+            cases.add("v2 pod without a controller")
+    return cases
+
+
+def v2_named_cases(e: WorldEvent, world: World, without_grace: World) -> set[str]:
+    """What the Trainer v2 rules name after this event, and the near misses."""
+    cases = set()
+    added = e.verb == "add" and isinstance(e.spec, WorkloadSpec) and e.spec.kind == JOBSET
+    for namespace, name in world.chain_lineages():
+        named = world.chain_named(namespace, name, e.time, jobset_added=added)
+        js = world.workloads.get((JOBSET, namespace, name))
+        for (kind, uid), (rule, action) in named.items():
+            cases.add(f"the rules name {rule} / {action} ({kind})")
+            job = next((w for w in world.workloads.values() if w.uid == uid), None)
+            if (
+                kind == BATCH_JOB
+                and js is not None
+                and js.terminating
+                and job.owner
+                and job.owner.uid == js.uid
+            ):
+                cases.add("the rules name a batch Job of a terminating JobSet")
+        for key, (rule, _) in without_grace.chain_named(namespace, name, e.time).items():
+            if rule == "orphan" and key not in named:
+                cases.add(f"orphan {key[0]} younger than PODSWEEPER_ORPHAN_GRACE_SECONDS")
+        job = world.trainjobs.get((namespace, name))
+        owner = js.owner if js is not None else None
+        if job is not None and owner is not None and owner.kind == TRAINJOB and owner.uid != job.uid:
+            cases.add("JobSet controlled by an earlier uid of its TrainJob")
+        own = world.own_jobset(job, namespace, name) if job is not None else None
+        if (
+            own is not None
+            and (TRAINJOB, job.uid) not in named
+            and any(s == "True" and t in ("Complete", "Failed") for t, s, _ in job.conditions)
+        ):
+            active = [
+                p
+                for p in world.pods.values()
+                if p.label("jobset.sigs.k8s.io/jobset-uid") == own.uid and p.phase in ("Pending", "Running")
+            ]
+            if active:
+                cases.add("finished TrainJob's own JobSet with active pods left to the JobSet controller")
     return cases
 
 
@@ -600,4 +1021,157 @@ def test_generator_reaches_every_case():
     assert not unknown, f"cases outside EVERY_CASE (a misnamed case?): {unknown}"
     missing = sorted(EVERY_CASE - set(seen))
     assert not missing, f"{len(missing)} cases never generated in {COVERAGE_EXAMPLES} scenarios: {missing}"
+    rare = {named: seen[f"the rules name {named}"] for named in V2_RULES_NAMED}
+    rare = {named: count for named, count in rare.items() if count < V2_NAMED_AT_LEAST}
+    assert not rare, f"Trainer v2 cases named in fewer than {V2_NAMED_AT_LEAST} scenarios: {rare}"
     figures.add("generated: cases required and reached", len(EVERY_CASE))
+
+
+# -- known disagreements: each pinned by its minimal stream ---------------------------------------
+#
+# The harnesses above tolerate each one narrowly (counted in the figures as "KNOWN BUG n
+# tolerated"); the strict xfails below fail once the function is fixed, and then the tolerance
+# named after the bug is to go.
+
+
+def _at(seconds: int):
+    return world_tables.T0 + timedelta(seconds=seconds)
+
+
+def _v2_chain(*, conditions=(), failure_actions=(), terminating=False, uid="tj"):
+    """A TrainJob "a" in team-a (created at 0), its JobSet and one marked batch Job."""
+    from tests.fixtures import trainer as fixtures
+    from tests.reliability.trainer_world import MARK, NAME_LABEL, UID_LABEL
+
+    tj = TrainJobSpec("team-a", "a", uid, _at(0), conditions, None, None)
+    js = WorkloadSpec(
+        JOBSET,
+        "team-a",
+        "a",
+        f"js-{uid}",
+        _at(0),
+        world_tables.OwnerSpec(fixtures.TRAINER, TRAINJOB, "a", uid, True),
+        template_marked=True,
+        failure_actions=failure_actions,
+        terminating=terminating,
+    )
+    labels = ((NAME_LABEL, "a"), (UID_LABEL, js.uid), (MARK, "trainer"))
+    owner = world_tables.OwnerSpec(fixtures.JOBSET, JOBSET, "a", js.uid, True)
+    job = WorkloadSpec(BATCH_JOB, "team-a", "a-node-0", f"job-{uid}", _at(0), owner, labels)
+    return tj, js, job
+
+
+def _replayed(stream: list[tuple[str, object, int]]) -> list[list[tuple[str, str, str, str]]]:
+    """(rule, action, kind, uid) of each step's decisions, the stream replayed as the CLI does."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "stream.jsonl")
+        with open(path, "w", encoding="utf-8") as out:
+            for seq, (verb, spec, t) in enumerate(stream):
+                out.write(json.dumps(render(WorldEvent(verb, spec, _at(t), seq))) + "\n")
+        run = replay([path], Settings(), final_sweep=False)
+    return [
+        [
+            (a.decision.rule.value, a.decision.action.value, a.decision.kind, a.decision.uid)
+            for a in s.outcome.applied
+        ]
+        for s in run.steps
+    ]
+
+
+def _live(*specs) -> Pipeline:
+    truth = ApiServer()
+    for spec in specs:
+        truth.observe("add", _parsed(WorldEvent("add", spec, _at(0), 0)))
+    return Pipeline(truth, Settings())
+
+
+def _decided(outcome) -> list[tuple[str, str, str, str]]:
+    return [
+        (a.decision.rule.value, a.decision.action.value, a.decision.kind, a.decision.name)
+        for a in outcome.applied
+    ]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="KNOWN BUG 1: SimulatedCluster.list_workloads lists nothing for selector ''",
+)
+def test_replay_sweep_finds_a_jobset_without_jobs():
+    """function/podsweeper/cluster/simulated.py, SimulatedCluster.list_workloads: the selector ""
+    (the sweep's "every JobSet") becomes label "", which no object has. The replay's sweep then
+    sees a JobSet only through a batch Job labelled with its name: an orphaned JobSet whose Jobs
+    are not (yet) there is never deleted by a replay, though the API server's sweep would."""
+    tj, js, _ = _v2_chain()
+    steps = _replayed([("add", tj, 0), ("add", js, 0), ("delete", tj, 10), ("ping", None, 100)])
+    assert steps[2] == []  # 10 s old at the TrainJob's delete: within the orphan grace (30 s)
+    assert steps[3] == [("orphan", "delete", JOBSET, js.uid)]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="KNOWN BUG 2: a Reference-mode TrainJob add decides the JobSet warning",
+)
+def test_a_trainjob_add_decides_no_restart_warning_in_either_mode():
+    """function/podsweeper/pipeline.py, Pipeline._resolve_reference: a Reference-mode job add
+    gets check_backoff=True whatever its kind, so a TrainJob's add runs decide_lineage with
+    check_new=True and warns unbounded-jobset-restarts, which the rules decide on a JobSet's add
+    only; the same add in Resource mode (triage._triage_job) decides nothing."""
+    tj, js, _ = _v2_chain(failure_actions=("RestartJobSetAndIgnoreMaxRestarts",))
+    pipeline = _live(tj, js)
+    resource = deliver(pipeline, render(WorldEvent("add", tj, _at(5), 1), "resource"), _at(5))
+    reference = deliver(pipeline, render(WorldEvent("add", tj, _at(6), 2), "ref"), _at(6))
+    assert _decided(resource) == [] and _decided(reference) == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="KNOWN BUG 3: the finish record of an earlier TrainJob of the name",
+)
+def test_a_new_trainjob_is_not_judged_by_the_finish_of_an_earlier_one():
+    """function/podsweeper/pipeline.py, Pipeline._run_chain_pass (and cluster/simulated.py
+    finish_marks): podsweeper's record of a TrainJob's finish is read by name, with nothing
+    that ties it to that TrainJob's uid (model.FinishMark has none); a TrainJob created again
+    under the name of a finished one is then "restarted after its finish" as soon as its
+    JobSet shows up, and suspended while it runs. On a real cluster the ConfigMap goes with the
+    old TrainJob only when the garbage collector gets to it; in a replay never."""
+    done = (("Complete", "True", _at(50)),)
+    old_tj, old_js, _ = _v2_chain(uid="old")
+    new_tj, new_js, _ = _v2_chain(uid="new")
+    finished = TrainJobSpec("team-a", "a", "old", _at(0), done, None, None)
+    steps = _replayed(
+        [
+            ("add", old_tj, 0),
+            ("add", old_js, 0),
+            ("update", finished, 50),  # its pass keeps the record of the finish
+            ("delete", finished, 90),
+            ("delete", old_js, 91),
+            ("add", new_tj, 100),
+            ("add", new_js, 100),  # the new TrainJob's first JobSet
+        ]
+    )
+    assert steps[-1] == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="KNOWN BUG 4: the sweep never looks at the Jobs of a terminating JobSet",
+)
+def test_the_sweep_and_the_pass_agree_on_the_jobs_of_a_terminating_jobset():
+    """function/podsweeper/pipeline.py, Pipeline._sweep_chain: a running TrainJob's own JobSet
+    that is terminating is skipped (owned, not made again), and so are the Jobs it controls
+    (controller uid = the listed JobSet's); the chain pass (lineage._orphans, parent_uid None for
+    a terminating JobSet) names those Jobs orphan, as the rules do ("not controlled by the
+    current (existing, not terminating) JobSet"). So a Reference-mode TrainJob update deletes
+    them, a Resource-mode one and every sweep never do. (Whichever way it is fixed, the sweep
+    and the pass must agree.)"""
+    tj, js, job = _v2_chain(terminating=True)
+    swept = _decided(deliver(_live(tj, js, job), render(WorldEvent("ping", None, _at(600), 1)), _at(600)))
+    passed = _decided(
+        deliver(_live(tj, js, job), render(WorldEvent("update", tj, _at(600), 1), "ref"), _at(600))
+    )
+    assert passed == [("orphan", "delete", BATCH_JOB, job.name)]  # what the rules name
+    assert swept == passed

@@ -9,6 +9,10 @@ the specs alone, never from the function's parsed objects.
 A *track* is the life of one object incarnation: add, updates, maybe a delete. Tracks of
 the same key (a job re-created with another uid, a pod re-created under its name) follow
 each other. `base_stream` merges all tracks by time, with PingSource ticks in between.
+
+Kubeflow Trainer v2 lineages (TrainJob -> JobSet -> batch Job -> Pod) and their look-alikes
+are mixed into the same streams, in the same namespaces and under the same names; their specs
+and stories are in trainer_world.py (which builds on this module's specs).
 """
 
 from __future__ import annotations
@@ -128,7 +132,7 @@ class WorldEvent:
     """One watch change (or a PingSource tick when spec is None)."""
 
     verb: str  # add | update | delete | ping
-    spec: JobSpec | PodSpec | None
+    spec: object  # JobSpec | PodSpec | a trainer_world spec (TrainJob, JobSet, batch Job) | None
     time: datetime
     seq: int  # position in the base stream; makes ping ids unique
 
@@ -139,6 +143,8 @@ class WorldEvent:
             return ("job",) + self.spec.key
         if isinstance(self.spec, PodSpec):
             return ("pod",) + self.spec.key
+        if self.spec is not None:  # a Trainer v2 TrainJob, JobSet or batch Job: (kind, ns, name)
+            return ("v2",) + self.spec.key
         return ("ping", self.seq)
 
 
@@ -192,9 +198,10 @@ def render_job(spec: JobSpec) -> dict:
 _TEMPLATE_JOB = builders.job()
 
 
-def render_pod(spec: PodSpec) -> dict:
+def render_containers(specs: tuple[ContainerSpec, ...]) -> list[dict]:
+    """containerStatuses as the kubelet reports them."""
     containers = []
-    for index, c in enumerate(spec.containers):
+    for index, c in enumerate(specs):
         name = f"c{index}"
         if c.state == "running":
             containers.append(builders.container_status(state="running", restarts=c.restarts, name=name))
@@ -224,6 +231,11 @@ def render_pod(spec: PodSpec) -> dict:
                     name=name,
                 )
             )
+    return containers
+
+
+def render_pod(spec: PodSpec) -> dict:
+    containers = render_containers(spec.containers)
     obj = builders.pod(
         _TEMPLATE_JOB,
         "Worker",
@@ -259,11 +271,20 @@ def render_pod(spec: PodSpec) -> dict:
     return obj
 
 
+def render_object(spec) -> dict:
+    """The raw object of a spec; Trainer v2 specs (trainer_world.py) render themselves."""
+    if isinstance(spec, JobSpec):
+        return render_job(spec)
+    if hasattr(spec, "render"):
+        return spec.render()
+    return render_pod(spec)
+
+
 def render(event: WorldEvent, mode: str = "resource", event_id: str | None = None) -> dict:
     """The CloudEvent (structured JSON form) ApiServerSource / PingSource would send."""
     if event.spec is None:
         return builders.ping(event.time, event_id=event_id or f"ping-{event.seq}")
-    obj = render_job(event.spec) if isinstance(event.spec, JobSpec) else render_pod(event.spec)
+    obj = render_object(event.spec)
     raw = builders.event(event.verb, obj, event.time, mode=mode)
     # One id per watch change: a duplicate is the same event again (same source + id).
     raw["id"] = event_id or f"e{event.seq}-{event.verb}-{obj['metadata']['uid']}"
@@ -283,6 +304,7 @@ def settings_strategy(*, max_deletes=st.just(1000), dry_run=st.just(False)) -> s
             "crashloop_restarts": st.sampled_from([1, 3, 5]),
             "crashloop_action": st.sampled_from(["warn", "warn", "delete"]),
             "sweep_active_pods": st.sampled_from([True, True, True, False]),
+            "operator_grace_seconds": st.sampled_from([30, 30, 0, 120]),
             "max_deletes_per_event": max_deletes,
             "dry_run": dry_run,
         }
@@ -371,7 +393,7 @@ def _owner(style: str, job: JobSpec | None, job_name: str, kind: str, uid: str) 
 
 
 @st.composite
-def _container(draw) -> ContainerSpec:
+def container_spec(draw) -> ContainerSpec:
     state = draw(st.sampled_from(CONTAINER_STATES))
     return ContainerSpec(
         state,
@@ -410,7 +432,7 @@ def _pod_track(draw, index: int, lines: list) -> tuple[list[PodSpec], bool]:
                 owner=_owner(style, job, job_name, kind, owner_uid),
                 labels=_labels(style, job_name, kind),
                 phase=draw(st.sampled_from(PHASES)),
-                containers=tuple(draw(st.lists(_container(), max_size=2))),
+                containers=tuple(draw(st.lists(container_spec(), max_size=2))),
                 skip=draw(st.sampled_from(SKIP_VALUES)),
                 terminating=terminating,
                 created=created if created_choice != "at-add" else "at-add",
@@ -460,6 +482,19 @@ def scenarios(draw, settings=None) -> Scenario:
             PodSpec(**{**s, "created": created if s["created"] == "at-add" else s["created"]}) for s in states
         ]
         pod_lives[key] = track(specs, deleted, t)
+    # Trainer v2 lineages and their look-alikes, in the same namespaces and under the same names.
+    from tests.reliability import trainer_world  # it builds on this module's specs
+
+    v2, taken = [], set()
+    for index in range(draw(st.sampled_from([0, 1, 1, 2]))):
+        v2.append(draw(trainer_world.trainer_line(index, frozenset(taken))))
+        first = v2[-1][0][2]  # the TrainJob, or its JobSet (same name): one line per name
+        taken.add((first.namespace, first.name))
+    v2 += [draw(trainer_world.lookalike(index)) for index in range(draw(st.sampled_from([0, 0, 1, 2])))]
+    for items in v2:
+        for t, verb, spec in items:
+            timed.append((t, order, verb, spec))
+            order += 1
     for _ in range(draw(st.integers(0, 3))):
         timed.append((draw(st.integers(0, 1500)), order, "ping", None))
         order += 1
