@@ -485,10 +485,12 @@ class WorkloadSpec(_Model):
 
 
 class WorkloadObject(_Model):
-    """A JobSet or a batch Job: only what tells its place in a chain and its state."""
+    """A JobSet or a batch Job: only what tells its place in a chain and its state.
 
-    apiVersion: str
-    kind: str
+    LIST items of built-in kinds (batch Jobs) carry no apiVersion/kind: the list names them."""
+
+    apiVersion: str = ""
+    kind: str = ""
     metadata: ObjectMeta
     spec: WorkloadSpec | None = None
     status: JobStatus | None = None
@@ -500,8 +502,10 @@ UNBOUNDED_RESTART_ACTIONS = frozenset({"RestartJobSetAndIgnoreMaxRestarts", "Res
 WORKLOAD_FINISHED = {"JobSet": ("Completed", "Failed"), "Job": ("Complete", "Failed")}
 
 
-def workload_from(obj: WorkloadObject) -> Workload:
+def workload_from(obj: WorkloadObject, listed: kinds.Link | None = None) -> Workload:
     link = kinds.link_lookup(obj.apiVersion, obj.kind)
+    if link is None and listed is not None and not obj.apiVersion and not obj.kind:
+        link = listed  # an item of a LIST of that kind
     if link is None:
         raise BadEvent(f"{obj.apiVersion}/{obj.kind} is not a JobSet or batch Job")
     meta, spec = obj.metadata, obj.spec or WorkloadSpec()
@@ -543,7 +547,9 @@ class WorkloadList(_Model):
     metadata: _ListMeta | None = None
 
 
-def parse_workload_page(body: bytes) -> tuple[list[Workload], list[str], str | None]:
+def parse_workload_page(
+    body: bytes, listed: kinds.Link | None = None
+) -> tuple[list[Workload], list[str], str | None]:
     """JobSets or Jobs of one LIST page, why any item was unreadable, and the continue token."""
     page = validate_json(WorkloadList, body or b"{}", "list")
     found, unreadable = [], []
@@ -551,7 +557,7 @@ def parse_workload_page(body: bytes) -> tuple[list[Workload], list[str], str | N
         try:
             if not isinstance(item, WorkloadObject):
                 raise BadEvent(f"object invalid: {_unreadable(WorkloadObject, item)}")
-            found.append(workload_from(item))
+            found.append(workload_from(item, listed))
         except BadEvent as error:
             unreadable.append(str(error))
     return found, unreadable, page.metadata.continue_ if page.metadata else None

@@ -202,7 +202,9 @@ class Pipeline:
             job_ref = JobRef(ref.kind, ref.namespace, ref.name, None, ref.api_version)
             if ref.verb is Verb.DELETE:
                 return JobPass(job_ref, PassReason.DELETED)
-            return JobPass(job_ref, PassReason.REFERENCE, check_backoff=ref.verb is Verb.ADD)
+            # (a TrainJob's warning is decided on its JobSet's add, never on the job's)
+            check = ref.verb is Verb.ADD and ref.kind.chain is None
+            return JobPass(job_ref, PassReason.REFERENCE, check_backoff=check)
         if ref.verb is Verb.DELETE:
             return Ignored("pod deleted")
         pod = cluster.get_pod(ref.namespace, ref.name)

@@ -96,7 +96,8 @@ def test_source_config_follows_the_shipped_apiserversource():
     config = source_config(["ns1"], "Reference")
     assert config["namespaces"] == ["ns1"] and config["allNamespaces"] is False
     assert config["mode"] == "Reference"
-    gvrs = {(r["gvr"]["Group"], r["gvr"]["Resource"]): r.get("selector") for r in config["resources"]}
-    assert gvrs[("", "pods")] == "training.kubeflow.org/job-name"
-    assert {(k.group, k.plural) for k in kinds.TRAINING_KINDS} <= set(gvrs)
+    gvrs = {(r["gvr"]["Group"], r["gvr"]["Resource"]) for r in config["resources"]}
+    pod_selectors = {r.get("selector") for r in config["resources"] if r["gvr"]["Resource"] == "pods"}
+    assert pod_selectors == {"training.kubeflow.org/job-name", "jobset.sigs.k8s.io/jobset-name"}
+    assert {(k.group, k.plural) for k in kinds.TRAINING_KINDS} <= gvrs
     assert source_config(["ns1"])["mode"] == "Resource"

@@ -83,12 +83,6 @@ def test_function_reads_a_trainjob_and_its_chain(cluster, function_api, trainer)
     assert [p.uid for p in cluster.list_job_pods(ref)] == [pod["metadata"]["uid"]]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kube.py list_workloads drops every batch Job: a built-in type's LIST (JobList) "
-    "carries no apiVersion/kind on its items, and parse_workload_page requires them "
-    "('ignoring an object the API returned: object invalid: apiVersion: Field required')",
-)
 def test_batch_jobs_listed_by_the_function_are_read(cluster, trainer):
     ns = trainer.namespace
     js = trainer.jobset("tj", owner=trainer.trainjob("tj"))

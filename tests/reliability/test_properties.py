@@ -1092,11 +1092,6 @@ def _decided(outcome) -> list[tuple[str, str, str, str]]:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="KNOWN BUG 1: SimulatedCluster.list_workloads lists nothing for selector ''",
-)
 def test_replay_sweep_finds_a_jobset_without_jobs():
     """function/podsweeper/cluster/simulated.py, SimulatedCluster.list_workloads: the selector ""
     (the sweep's "every JobSet") becomes label "", which no object has. The replay's sweep then
@@ -1108,11 +1103,6 @@ def test_replay_sweep_finds_a_jobset_without_jobs():
     assert steps[3] == [("orphan", "delete", JOBSET, js.uid)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="KNOWN BUG 2: a Reference-mode TrainJob add decides the JobSet warning",
-)
 def test_a_trainjob_add_decides_no_restart_warning_in_either_mode():
     """function/podsweeper/pipeline.py, Pipeline._resolve_reference: a Reference-mode job add
     gets check_backoff=True whatever its kind, so a TrainJob's add runs decide_lineage with
@@ -1125,11 +1115,6 @@ def test_a_trainjob_add_decides_no_restart_warning_in_either_mode():
     assert _decided(resource) == [] and _decided(reference) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="KNOWN BUG 3: the finish record of an earlier TrainJob of the name",
-)
 def test_a_new_trainjob_is_not_judged_by_the_finish_of_an_earlier_one():
     """function/podsweeper/pipeline.py, Pipeline._run_chain_pass (and cluster/simulated.py
     finish_marks): podsweeper's record of a TrainJob's finish is read by name, with nothing

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from podsweeper import kinds
 from podsweeper.config import Settings
 from tests.fixtures import scenarios
 from tests.fixtures.builders import SECRET, at, event, job, ping, pod
@@ -367,6 +368,12 @@ def session(control_plane, user: str) -> requests.Session:
 AT_LEAST_DELETABLE, AT_LEAST_REFUSED = 60, 130
 
 
+# What the function may delete: pods, and a Trainer v2 chain's JobSets and batch Jobs.
+DELETABLE = {("/api/v1", "pods")} | {
+    (f"/apis/{link.group}/{link.version}", link.plural) for link in kinds.LINKS
+}
+
+
 @pytest.mark.integration
 def test_the_shipped_rbac_cannot_read_secrets_or_delete_anything_but_pods(
     control_plane, admin_api, namespace
@@ -397,9 +404,7 @@ def test_the_shipped_rbac_cannot_read_secrets_or_delete_anything_but_pods(
     for prefix, resource, namespaced, verbs in resources:
         base = f"{prefix}/namespaces/{namespace}/{resource}" if namespaced else f"{prefix}/{resource}"
         if "delete" in verbs:
-            expect(
-                404 if (prefix, resource) == ("/api/v1", "pods") else 403, "DELETE", f"{base}/no-such-object"
-            )
+            expect(404 if (prefix, resource) in DELETABLE else 403, "DELETE", f"{base}/no-such-object")
         if "deletecollection" in verbs:
             expect(403, "DELETE", base)
     # Nor any way around it: evicting, exec, impersonating, granting itself more.

@@ -7,6 +7,7 @@ and goes through the same typed edge as event payloads. Failures become ApiUnava
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -286,8 +287,9 @@ class KubeCluster:
             job.namespace,
         )
         data = (body or {}).get("data") or {}
-        if not data.get("condition"):
-            return None
+        owners = ((body or {}).get("metadata") or {}).get("ownerReferences") or []
+        if not data.get("condition") or not any(o.get("uid") == job.uid for o in owners):
+            return None  # none, or an earlier job's of the same name (not yet collected)
         try:
             at = datetime.fromisoformat(data["at"]) if data.get("at") else None
         except ValueError:
@@ -367,7 +369,7 @@ class KubeCluster:
         what = f"list {link.plural} {selector}"
         if namespace is None:
             yield from self._paged(
-                parse_workload_page,
+                functools.partial(parse_workload_page, listed=link),
                 what,
                 self.custom.list_cluster_custom_object,
                 link.group,
@@ -377,7 +379,7 @@ class KubeCluster:
             )
         else:
             yield from self._paged(
-                parse_workload_page,
+                functools.partial(parse_workload_page, listed=link),
                 what,
                 self.custom.list_namespaced_custom_object,
                 link.group,

@@ -45,7 +45,8 @@ class SimulatedCluster:
     deleted_by_podsweeper: set[str] = field(default_factory=set)  # pod, JobSet and Job uids
     # (kind, namespace, name) -> the chains' JobSets and batch Jobs the stream showed
     workloads: dict[tuple[str, str, str], Workload] = field(default_factory=dict)
-    finish_marks: dict[tuple[str, str, str], FinishMark] = field(default_factory=dict)
+    # (job key, job uid) -> record: an earlier job of the same name has its own
+    finish_marks: dict[tuple[tuple[str, str, str], str | None], FinishMark] = field(default_factory=dict)
     events: dict[str, RecordedEvent] = field(default_factory=dict)
     # (namespace, store name) -> (encoded records, version): the evidence stores
     evidence: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
@@ -143,10 +144,10 @@ class SimulatedCluster:
         return [p for p in (self.pods[key] for key in keys) if labels_name_job(p.labels, ref)]
 
     def read_finish_mark(self, job: JobRef) -> FinishMark | None:
-        return self.finish_marks.get(job.key)
+        return self.finish_marks.get((job.key, job.uid))
 
     def write_finish_mark(self, job: JobRef, mark: FinishMark) -> None:
-        self.finish_marks[job.key] = mark
+        self.finish_marks[(job.key, job.uid)] = mark
 
     def get_node(self, name: str) -> Node | None:
         # A recorded stream carries no node facts: every node counts as Ready, so rule
@@ -175,7 +176,7 @@ class SimulatedCluster:
         for (kind, ns, _), workload in list(self.workloads.items()):
             if kind != link.kind or (namespace is not None and ns != namespace):
                 continue
-            if label in workload.labels and (not value or workload.labels[label] == value):
+            if not label or (label in workload.labels and (not value or workload.labels[label] == value)):
                 yield workload
 
     def delete_workload(self, link: Link, namespace: str, name: str, uid: str) -> Result:
