@@ -414,7 +414,8 @@ class Pipeline:
         jobs = {(job.namespace, job.name): job for job in cluster.list_jobs(namespace, kind)}
         tops: dict[tuple[str, str], Workload] = {}
         for top in cluster.list_workloads(chain.links[0], namespace, ""):
-            tops[(top.namespace, top.name)] = top
+            if not top.terminating:  # a terminating JobSet controls nothing the pass would spare
+                tops[(top.namespace, top.name)] = top
             job = jobs.get((top.namespace, top.name))
             owned = job is not None and top.controller is not None and top.controller.uid == job.uid
             if owned and job is not None and not _made_again(job, top):

@@ -48,7 +48,6 @@ from collections import Counter
 from datetime import timedelta
 from unittest import mock
 
-import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -202,16 +201,10 @@ def expected_restart_warnings(world: World, event: WorldEvent, now, handled: boo
     if not handled or event.verb != "add":
         return set()
     jobset_add = isinstance(spec, WorkloadSpec) and spec.kind == JOBSET
-    # KNOWN BUG 2 (see the end of this file): a TrainJob's add in Reference mode decides the
-    # warning as a JobSet add would. Accepted here as exactly that, and counted.
-    known_bug = isinstance(spec, TrainJobSpec) and mode == "ref"
-    if not (jobset_add or known_bug):
+    if not jobset_add:
         return set()
     named = world.chain_named(spec.namespace, spec.name, now, jobset_added=True)
-    out = {(uid, *named) for (_, uid), named in named.items() if named[0] == UNBOUNDED_JOBSET_RESTARTS}
-    if known_bug and out:
-        figures.add("property: KNOWN BUG 2 tolerated (warning on a Reference-mode TrainJob add)")
-    return out
+    return {(uid, *named) for (_, uid), named in named.items() if named[0] == UNBOUNDED_JOBSET_RESTARTS}
 
 
 def check_chain_decision(world: World, d, result, now, *, dry_run: bool) -> int:
@@ -640,7 +633,9 @@ V2_RULES_NAMED = (
     "unbounded-jobset-restarts / warn (TrainJob)",
     "unbounded-jobset-restarts / skip (TrainJob)",
 )
-V2_NAMED_AT_LEAST = 10  # scenarios (of COVERAGE_EXAMPLES) in which each v2 named case occurs
+# (finished-trainjob-restarted / skip is the rarest: an opted-out TrainJob restarted after a
+# finish of its own; ~6 of 1,000 once records of earlier same-named jobs stopped counting)
+V2_NAMED_AT_LEAST = 5  # scenarios (of COVERAGE_EXAMPLES) in which each v2 named case occurs
 EVERY_CASE = frozenset(
     [f"job kind {kind}" for kind in world_tables.KINDS]
     + ["MPIJob kubeflow.org/v2beta1"]
@@ -1140,11 +1135,6 @@ def test_a_new_trainjob_is_not_judged_by_the_finish_of_an_earlier_one():
     assert steps[-1] == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="KNOWN BUG 4: the sweep never looks at the Jobs of a terminating JobSet",
-)
 def test_the_sweep_and_the_pass_agree_on_the_jobs_of_a_terminating_jobset():
     """function/podsweeper/pipeline.py, Pipeline._sweep_chain: a running TrainJob's own JobSet
     that is terminating is skipped (owned, not made again), and so are the Jobs it controls
