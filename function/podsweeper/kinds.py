@@ -22,14 +22,15 @@ class Link:
     group: str
     version: str
     plural: str
+    finished_conditions: tuple[str, str]  # the condition types that say it finished: (success, failure)
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}"
 
 
-BATCH_JOB = Link("Job", "batch", "v1", "jobs")
-JOBSET = Link("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets")
+BATCH_JOB = Link("Job", "batch", "v1", "jobs", ("Complete", "Failed"))
+JOBSET = Link("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", ("Completed", "Failed"))
 
 
 @dataclass(frozen=True)

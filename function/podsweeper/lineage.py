@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from podsweeper.config import Settings
 from podsweeper.decisions import Action, Decision, Rule
@@ -90,7 +91,7 @@ def _decision(
     job = lineage.job
     held = list(pods)
     opted = "job" if job is not None and job.opted_out else workload.link.kind if workload.opted_out else None
-    if opted and action is not Action.WARN:
+    if opted:
         action, reason = (
             Action.SKIP,
             f"opted out by {opted} annotation podsweeper.dev/skip; would {action.value}: {reason}",
@@ -147,18 +148,12 @@ def _restarted_after_finish(lineage: Lineage, settings: Settings) -> Decision | 
         action, reason = Action.WARN, f"{reason}; not suspended: {job.suspend_blocked}"
     else:
         action, reason = Action.SUSPEND, f"{reason}; suspending the TrainJob (spec.suspend) stops it for good"
-    if job.opted_out:
-        action, reason = Action.SKIP, f"opted out by job annotation podsweeper.dev/skip; {reason}"
     held = tuple(c for p in active for c in p.containers if c.has_evidence)
-    return Decision(
+    return _about_job(
         Rule.FINISHED_TRAINJOB_RESTARTED,
         action,
-        job.kind.kind,
-        job.namespace,
-        job.name,
-        job.uid,
+        job,
         reason,
-        job.ref,
         evidence=held,
         gpus=sum(p.gpus(settings.gpu_resource_names) for p in active),
         wasted_since=top.created,
@@ -235,18 +230,15 @@ def _unbounded_restarts(lineage: Lineage, settings: Settings) -> Decision | None
         f"its JobSet's failurePolicy uses {', '.join(top.unbounded_restart_actions)}: the failures "
         "those rules match restart the job without counting against maxRestarts, forever"
     )
-    decision = _decision(Rule.UNBOUNDED_JOBSET_RESTARTS, Action.WARN, top, reason, lineage, (), settings)
     # A warning is about the TrainJob (the Event goes on it), like no-backoff-limit.
-    return Decision(
-        decision.rule,
-        Action.SKIP if job.opted_out else Action.WARN,
-        job.kind.kind,
-        job.namespace,
-        job.name,
-        job.uid,
-        reason if not job.opted_out else f"opted out by job annotation podsweeper.dev/skip; {reason}",
-        job.ref,
-    )
+    return _about_job(Rule.UNBOUNDED_JOBSET_RESTARTS, Action.WARN, job, reason)
+
+
+def _about_job(rule: Rule, action: Action, job: Job, reason: str, **facts: Any) -> Decision:
+    """A decision about the TrainJob itself; the job's opt-out makes it a skip."""
+    if job.opted_out:
+        action, reason = Action.SKIP, f"opted out by job annotation podsweeper.dev/skip; {reason}"
+    return Decision(rule, action, job.kind.kind, job.namespace, job.name, job.uid, reason, job.ref, **facts)
 
 
 def decide_lineage(

@@ -194,11 +194,15 @@ TRAINING_OPERATOR = "kubeflow.org/training-operator"
 TRAINER_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"  # a TrainJob's default managedBy
 
 
-def _suspend_blocked(labels: dict[str, str], run_policy: RunPolicy) -> str | None:
+def _suspend_blocked(
+    kind: kinds.TrainingKind, labels: dict[str, str], managed_by: str | None, field: str, own: str, owner: str
+) -> str | None:
+    """Why podsweeper must not drive this job's suspend: Kueue does, or another controller."""
     if KUEUE_QUEUE_LABEL in labels:
-        return f"Kueue manages it (label {KUEUE_QUEUE_LABEL}) and drives spec.runPolicy.suspend itself"
-    if run_policy.managedBy not in (None, "", TRAINING_OPERATOR):
-        return f"runPolicy.managedBy is {run_policy.managedBy!r}, not the training operator"
+        switch = ".".join(("spec", *kind.suspend_path))
+        return f"Kueue manages it (label {KUEUE_QUEUE_LABEL}) and drives {switch} itself"
+    if managed_by not in (None, "", own):
+        return f"{field} is {managed_by!r}, not {owner}"
     return None
 
 
@@ -403,7 +407,14 @@ def job_from(obj: JobObject) -> Job:
         active_deadline_seconds=run_policy.activeDeadlineSeconds,
         restart_policies=restart,
         declared_replicas=declared,
-        suspend_blocked=_suspend_blocked(obj.metadata.labels or {}, run_policy),
+        suspend_blocked=_suspend_blocked(
+            kind,
+            obj.metadata.labels or {},
+            run_policy.managedBy,
+            "runPolicy.managedBy",
+            TRAINING_OPERATOR,
+            "the training operator",
+        ),
     )
 
 
@@ -438,8 +449,12 @@ def _chained_job(kind: kinds.TrainingKind, obj: JobObject) -> Job:
     deadline = spec.get("activeDeadlineSeconds")
     managed_by = spec.get("managedBy")
     blocked = _suspend_blocked(
+        kind,
         obj.metadata.labels or {},
-        RunPolicy(managedBy=None if managed_by in (None, "", TRAINER_CONTROLLER) else str(managed_by)),
+        managed_by if isinstance(managed_by, str) else None,
+        "spec.managedBy",
+        TRAINER_CONTROLLER,
+        "Trainer",
     )
     return Job(
         kind=kind,
@@ -498,8 +513,6 @@ class WorkloadObject(_Model):
 
 # JobSet failurePolicy actions that restart without counting against maxRestarts.
 UNBOUNDED_RESTART_ACTIONS = frozenset({"RestartJobSetAndIgnoreMaxRestarts", "RestartJobAndIgnoreMaxRestarts"})
-# The condition types that say a JobSet / a batch Job finished.
-WORKLOAD_FINISHED = {"JobSet": ("Completed", "Failed"), "Job": ("Complete", "Failed")}
 
 
 def workload_from(obj: WorkloadObject, listed: kinds.Link | None = None) -> Workload:
@@ -514,7 +527,7 @@ def workload_from(obj: WorkloadObject, listed: kinds.Link | None = None) -> Work
     for rjob in spec.replicatedJobs or ():
         template_meta = (rjob.template or JobTemplate()).metadata or TemplateMeta()
         template_labels.update((template_meta.labels or {}).items())
-    finished, _, suspended = _finished(obj.status, WORKLOAD_FINISHED[link.kind])
+    finished, _, suspended = _finished(obj.status, link.finished_conditions)
     actions = tuple(
         sorted(
             {r.action for r in (spec.failurePolicy or FailurePolicy()).rules or ()}
