@@ -26,20 +26,16 @@ from __future__ import annotations
 
 import base64
 import datetime
-import ipaddress
 import os
 import time
 from pathlib import Path
 
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from tests.controlplane.manifests import go_module_dir, load_yaml
 from tests.controlplane.versions import JOBSET_MODULE, JOBSET_VERSION, TRAINER_MODULE, TRAINER_VERSION
 from tests.harness.ports import free_port
+from tests.world import webhook_cert
 
 JOBSET_WEBHOOKS = ("jobset-mutating-webhook-configuration", "jobset-validating-webhook-configuration")
 TRAINER_WEBHOOKS = ("defaulter.trainer.kubeflow.org", "validator.trainer.kubeflow.org")  # its main.go
@@ -50,48 +46,12 @@ CTR_PATH = "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes"
 
 def generate_pair(directory: Path) -> bytes:
     """A CA and a serving pair for 127.0.0.1/localhost in directory (tls.crt, tls.key); the CA PEM."""
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "podsweeper-world-trainer-ca")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + datetime.timedelta(days=30))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + datetime.timedelta(days=30))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
+    pair = webhook_cert.generate("podsweeper-world-trainer-ca", ["localhost"], datetime.timedelta(days=30))
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "tls.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (directory / "tls.key").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
+    (directory / "tls.crt").write_bytes(pair["tls.crt"])
+    (directory / "tls.key").write_bytes(pair["tls.key"])
     (directory / "tls.key").chmod(0o600)
-    return ca.public_bytes(serialization.Encoding.PEM)
+    return pair["ca.crt"]
 
 
 def _point_at(hooks: list[dict], port: int, ca: bytes) -> None:

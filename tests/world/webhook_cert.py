@@ -42,40 +42,38 @@ def _pem_key(key) -> bytes:
     )
 
 
-def _generate(namespace: str, service: str) -> dict[str, bytes]:
+def generate(ca_name: str, dns_names: list[str], valid_for: datetime.timedelta) -> dict[str, bytes]:
+    """A CA and a serving pair for `dns_names`, localhost and 127.0.0.1 (PEM; PKCS#1 keys)."""
     now = datetime.datetime.now(datetime.UTC)
-    years = datetime.timedelta(days=3650)
     ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, CA_NAME)])
+    ca_subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ca_name)])
     ca = (
         x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
+        .subject_name(ca_subject)
+        .issuer_name(ca_subject)
         .public_key(ca_key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + years)
+        .not_valid_after(now + valid_for)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(CA_NAME)]), critical=False)
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(ca_name)]), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    dns = f"{service}.{namespace}.svc"
     cert = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns)]))
-        .issuer_name(ca_name)
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_names[0])]))
+        .issuer_name(ca_subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + years)
+        .not_valid_after(now + valid_for)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(
             x509.SubjectAlternativeName(
                 [
-                    x509.DNSName(dns),
-                    x509.DNSName("localhost"),
+                    *(x509.DNSName(name) for name in dict.fromkeys([*dns_names, "localhost"])),
                     x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
                 ]
             ),
@@ -89,6 +87,11 @@ def _generate(namespace: str, service: str) -> dict[str, bytes]:
         "tls.crt": cert.public_bytes(serialization.Encoding.PEM),
         "tls.key": _pem_key(key),
     }
+
+
+def _generate(namespace: str, service: str) -> dict[str, bytes]:
+    """The training operator's pair: the names its certificate rotator checks, ten years."""
+    return generate(CA_NAME, [f"{service}.{namespace}.svc"], datetime.timedelta(days=3650))
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
