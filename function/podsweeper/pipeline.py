@@ -341,8 +341,17 @@ class Pipeline:
             for chained in kinds.TRAINING_KINDS:
                 if chained.chain is not None:
                     self._sweep_chain(chained, namespace, cluster, candidates)
+
+        def act_counting_chains(decisions: list[Decision], bound: int) -> int:
+            # A chain's pods are not decided one by one above: its passes' decisions (a
+            # restarted TrainJob, an orphaned JobSet/Job) carry the GPUs their active pods hold.
+            for decision in decisions:
+                if decision.job.kind.chain is not None and decision.action in WASTING:
+                    leftover[(decision.namespace, decision.rule.value)] += decision.gpus
+            return act(decisions, bound)
+
         try:
-            note = self._sweep_passes(candidates, cluster, now, deadline, act)
+            note = self._sweep_passes(candidates, cluster, now, deadline, act_counting_chains)
             if stuck:
                 note += "; " + self._sweep_stuck(stuck, cluster, now, deadline, act)
             return note

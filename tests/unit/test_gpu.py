@@ -11,8 +11,10 @@ from prometheus_client import REGISTRY
 from podsweeper.cluster.simulated import SimulatedCluster
 from podsweeper.config import Settings
 from podsweeper.intake import parse_event
-from podsweeper.objects import parse_job, parse_pod
+from podsweeper.model import Verb
+from podsweeper.objects import parse_job, parse_pod, parse_workload
 from podsweeper.pipeline import Pipeline
+from tests.fixtures import trainer as v2
 from tests.fixtures.builders import at, event, job, ping, pod, split
 
 SUCCEEDED = [("Created", at(0)), ("Running", at(2)), ("Succeeded", at(30))]
@@ -126,3 +128,23 @@ def test_the_decision_line_carries_the_gpus_and_gpu_seconds():
         decision_log.removeHandler(handler)
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
     assert [(line["gpus"], line["gpu_seconds"]) for line in lines] == [(1, 60.0)] * 3
+
+
+def test_the_leftover_gauge_counts_trainer_v2_lineages():
+    """A chain's pods are decided at their TrainJob/JobSet: the sweep counts what those hold."""
+    tj = v2.trainjob(ns="gpu-v2", conditions=[("Complete", at(50))])
+    restarted = v2.jobset(tj, ns="gpu-v2", created=at(120))  # made after the finish: training again
+    job = v2.batch_job(restarted)
+    cluster = SimulatedCluster()
+    cluster.observe(Verb.ADD, parse_job(tj))
+    for obj in (restarted, job):
+        cluster.observe(Verb.ADD, parse_workload(obj))
+    for i in range(2):  # 1 GPU each, running
+        cluster.observe(Verb.ADD, parse_pod(v2.pod(job, i)))
+    labels = {"namespace": "gpu-v2", "rule": "finished-trainjob-restarted"}
+    Pipeline(cluster, Settings(dry_run=True)).handle(parse_event(*split(ping(at(600)))), at(600))
+    assert sample("podsweeper_leftover_gpus", **labels) == 2
+    # Live, the TrainJob is suspended (Trainer then removes the pods): nothing is left over.
+    Pipeline(cluster, Settings()).handle(parse_event(*split(ping(at(601)))), at(601))
+    assert cluster.jobs[("TrainJob", "gpu-v2", "tj")].suspended
+    assert sample("podsweeper_leftover_gpus", **labels) == 0
