@@ -124,11 +124,13 @@ class ControlPlane:
         *,
         install_crds: bool = True,
         install_rbac: bool = True,
+        mpi_operator: bool = False,
         log=sys.stderr,
         ready_timeout: float = 90.0,
     ):
         self.install_crds = install_crds
         self.install_rbac = install_rbac
+        self.mpi_operator = mpi_operator  # serve the mpi-operator's MPIJob v2beta1, not v1
         self.log = log
         self.ready_timeout = ready_timeout
         self.tokens = {key: secrets.token_hex(16) for key in USERS}
@@ -280,7 +282,7 @@ class ControlPlane:
             if self.install_crds:
                 self._say("installing Kubeflow training, Trainer v2 and JobSet CRDs")
                 # ~5 MB of schemas in all; a loaded machine needs more than the default 30 s.
-                manifests.install_crds(api, manifests.all_crds(), timeout=90)
+                manifests.install_crds(api, manifests.all_crds(self.mpi_operator), timeout=90)
             if self.install_rbac:
                 manifests.apply_manifest(api, manifests.FUNCTION_RBAC)
         finally:

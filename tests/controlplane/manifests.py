@@ -26,6 +26,9 @@ from tests.controlplane.versions import (
     JOBSET_CRD_DIR,
     JOBSET_MODULE,
     JOBSET_VERSION,
+    MPI_OPERATOR_CRD_DIR,
+    MPI_OPERATOR_MODULE,
+    MPI_OPERATOR_VERSION,
     TRAINER_CRD_DIR,
     TRAINER_MODULE,
     TRAINER_VERSION,
@@ -99,9 +102,22 @@ def jobset_crds() -> list[dict]:
     return _module_crds(JOBSET_MODULE, JOBSET_VERSION, JOBSET_CRD_DIR)
 
 
-def all_crds() -> list[dict]:
-    """Every CRD a test cluster serves: Kubeflow v1 training kinds, Trainer v2 and JobSet."""
-    return training_crds() + trainer_crds() + jobset_crds()
+def mpi_operator_crds() -> list[dict]:
+    """The mpi-operator's CRD (mpijobs.kubeflow.org, v2beta1 only)."""
+    return _module_crds(MPI_OPERATOR_MODULE, MPI_OPERATOR_VERSION, MPI_OPERATOR_CRD_DIR)
+
+
+def all_crds(mpi_operator: bool = False) -> list[dict]:
+    """Every CRD a test cluster serves: Kubeflow v1 training kinds, Trainer v2 and JobSet.
+
+    `mpi_operator`: mpijobs.kubeflow.org is the mpi-operator's (v2beta1), not the training
+    operator's (v1); a cluster can serve only one CRD of that name."""
+    crds = training_crds() + trainer_crds() + jobset_crds()
+    if not mpi_operator:
+        return crds
+    mpi = mpi_operator_crds()
+    names = {crd["metadata"]["name"] for crd in mpi}
+    return [crd for crd in crds if crd["metadata"]["name"] not in names] + mpi
 
 
 def install_crds(api: client.ApiClient, crds: list[dict], timeout: float = 30.0) -> None:

@@ -22,3 +22,10 @@ JOBSET_MODULE = "sigs.k8s.io/jobset"
 JOBSET_VERSION = "v0.12.0"
 # jobsets; the kustomize patches (a conversion webhook for the one version) are not applied.
 JOBSET_CRD_DIR = "config/components/crd/bases"
+
+# The standalone mpi-operator (MPIJob kubeflow.org/v2beta1), an opt-in world profile
+# (World(mpi_operator=True)): its mpijobs CRD replaces the training operator's v1 one, since
+# both are named mpijobs.kubeflow.org.
+MPI_OPERATOR_MODULE = "github.com/kubeflow/mpi-operator"
+MPI_OPERATOR_VERSION = "v0.8.0"
+MPI_OPERATOR_CRD_DIR = "manifests/base"  # kubeflow.org_mpijobs.yaml (v2beta1 only)
