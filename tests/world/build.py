@@ -6,7 +6,8 @@ would add go.sum lines to that module, which belongs to tests/controlplane: we b
 scratch copy of its go.mod/go.sum under the cache instead. The training operator and kwok
 each have their own small module here, because their k8s.io versions differ; so do the
 Kubeflow Trainer v2 controller manager and the JobSet controller (one module, `trainer/`:
-Trainer v2.3.0 pins JobSet v0.12.0). Those two are built only for `World(trainer=True)`.
+Trainer v2.3.0 pins JobSet v0.12.0). Those two are built only for `World(trainer=True)`; the mpi-operator (`mpi/`) only for
+`World(mpi_operator=True)`.
 
 `python -m tests.world.build [NAME...]` builds (or finds) them and prints their paths.
 """
@@ -23,6 +24,8 @@ from tests.controlplane.versions import (
     JOBSET_MODULE,
     JOBSET_VERSION,
     KUBERNETES_VERSION,
+    MPI_OPERATOR_MODULE,
+    MPI_OPERATOR_VERSION,
     TRAINER_MODULE,
     TRAINER_VERSION,
     TRAINING_OPERATOR_MODULE,
@@ -76,9 +79,15 @@ TRAINER_CONTROLLER_MANAGER = GoBinary(
 # JobSet's manager is the module root's main package.
 JOBSET_CONTROLLER = GoBinary("jobset-controller", JOBSET_VERSION, JOBSET_MODULE, HERE / "trainer")
 
+# The standalone mpi-operator (MPIJob v2beta1), built only for `World(mpi_operator=True)`.
+MPI_OPERATOR = GoBinary(
+    "mpi-operator", MPI_OPERATOR_VERSION, f"{MPI_OPERATOR_MODULE}/cmd/mpi-operator", HERE / "mpi"
+)
+
 CORE = {b.name: b for b in (KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, TRAINING_OPERATOR, KWOK)}
 TRAINER = {b.name: b for b in (JOBSET_CONTROLLER, TRAINER_CONTROLLER_MANAGER)}
-ALL = {**CORE, **TRAINER}
+MPI = {MPI_OPERATOR.name: MPI_OPERATOR}
+ALL = {**CORE, **TRAINER, **MPI}
 
 
 def build(binary: GoBinary, log=sys.stderr) -> Path:
