@@ -35,6 +35,9 @@ from tests.controlplane.versions import (
     TRAINING_OPERATOR_CRD_DIR,
     TRAINING_OPERATOR_MODULE,
     TRAINING_OPERATOR_VERSION,
+    VOLCANO_CRD_DIRS,
+    VOLCANO_MODULE,
+    VOLCANO_VERSION,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -118,6 +121,14 @@ def all_crds(mpi_operator: bool = False) -> list[dict]:
     mpi = mpi_operator_crds()
     names = {crd["metadata"]["name"] for crd in mpi}
     return [crd for crd in crds if crd["metadata"]["name"] not in names] + mpi
+
+
+def volcano_crds() -> list[dict]:
+    """Volcano's CRDs: scheduling (PodGroup, Queue), batch, bus, nodeinfo and jobflow. Not in
+    all_crds(): only World(volcano=True) installs them, before the operator starts."""
+    return [
+        crd for subdir in VOLCANO_CRD_DIRS for crd in _module_crds(VOLCANO_MODULE, VOLCANO_VERSION, subdir)
+    ]
 
 
 def install_crds(api: client.ApiClient, crds: list[dict], timeout: float = 30.0) -> None:

@@ -29,3 +29,10 @@ JOBSET_CRD_DIR = "config/components/crd/bases"
 MPI_OPERATOR_MODULE = "github.com/kubeflow/mpi-operator"
 MPI_OPERATOR_VERSION = "v0.8.0"
 MPI_OPERATOR_CRD_DIR = "manifests/base"  # kubeflow.org_mpijobs.yaml (v2beta1 only)
+
+# Volcano, the gang scheduler of the seed's cluster: an opt-in world profile
+# (World(volcano=True)). CRDs (PodGroup, Queue, ...) and the Helm chart's scheduler conf are
+# read from its Go module; its scheduler and controller manager are built from it.
+VOLCANO_MODULE = "volcano.sh/volcano"
+VOLCANO_VERSION = "v1.10.0"
+VOLCANO_CRD_DIRS = ("config/crd/volcano/bases", "config/crd/jobflow/bases")  # apiextensions v1
