@@ -7,7 +7,8 @@ scratch copy of its go.mod/go.sum under the cache instead. The training operator
 each have their own small module here, because their k8s.io versions differ; so do the
 Kubeflow Trainer v2 controller manager and the JobSet controller (one module, `trainer/`:
 Trainer v2.3.0 pins JobSet v0.12.0). Those two are built only for `World(trainer=True)`; the mpi-operator (`mpi/`) only for
-`World(mpi_operator=True)`.
+`World(mpi_operator=True)`; Volcano's scheduler and controller manager (`volcano/`, Kubernetes
+1.30 libraries) only for `World(volcano=True)`.
 
 `python -m tests.world.build [NAME...]` builds (or finds) them and prints their paths.
 """
@@ -30,6 +31,8 @@ from tests.controlplane.versions import (
     TRAINER_VERSION,
     TRAINING_OPERATOR_MODULE,
     TRAINING_OPERATOR_VERSION,
+    VOLCANO_MODULE,
+    VOLCANO_VERSION,
 )
 
 HERE = Path(__file__).parent
@@ -85,9 +88,17 @@ MPI_OPERATOR = GoBinary(
 )
 
 CORE = {b.name: b for b in (KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, TRAINING_OPERATOR, KWOK)}
+# Volcano's scheduler and controller manager (one module, `volcano/`, with the k8s.io
+# staging replace lines of Volcano's go.mod), built only for `World(volcano=True)`.
+VC_SCHEDULER = GoBinary("vc-scheduler", VOLCANO_VERSION, f"{VOLCANO_MODULE}/cmd/scheduler", HERE / "volcano")
+VC_CONTROLLER_MANAGER = GoBinary(
+    "vc-controller-manager", VOLCANO_VERSION, f"{VOLCANO_MODULE}/cmd/controller-manager", HERE / "volcano"
+)
+
 TRAINER = {b.name: b for b in (JOBSET_CONTROLLER, TRAINER_CONTROLLER_MANAGER)}
 MPI = {MPI_OPERATOR.name: MPI_OPERATOR}
-ALL = {**CORE, **TRAINER, **MPI}
+VOLCANO = {b.name: b for b in (VC_SCHEDULER, VC_CONTROLLER_MANAGER)}
+ALL = {**CORE, **TRAINER, **MPI, **VOLCANO}
 
 
 def build(binary: GoBinary, log=sys.stderr) -> Path:
