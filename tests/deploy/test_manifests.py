@@ -39,6 +39,7 @@ KUSTOMIZATIONS = (
     "knative/overlays/training-operator-only",
     "knative/overlays/trainer-v2-only",
     "knative/overlays/crashloop-suspend",
+    "knative/overlays/stuck-terminating",
 )
 FIELD_MANAGER = "podsweeper-manifest-test"
 
