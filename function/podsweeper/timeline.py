@@ -7,7 +7,7 @@ from typing import Any, TextIO
 
 from podsweeper.decisions import Result
 from podsweeper.intake import ObjectChange, ReferenceChange, SweepRequest
-from podsweeper.model import Job, Pod
+from podsweeper.model import Job, Pod, Workload
 from podsweeper.replay import ReplayRun, ReplayStep
 
 
@@ -20,8 +20,13 @@ def _what(step: ReplayStep) -> str:
             loops = obj.max_crash_loop_restarts()
             state = f"{obj.phase}" + (f", CrashLoopBackOff x{loops}" if loops else "")
             return f"pod {verb:<6} {obj.namespace}/{obj.name} ({state})"
-        assert isinstance(obj, Job)
         state = obj.finished or ("Suspended" if obj.suspended else "active")
+        if isinstance(obj, Workload):  # a JobSet or batch Job of a Trainer v2 chain
+            owner = obj.controller
+            made_by = f"controller {owner.kind} {owner.name}" if owner else "no controller"
+            return f"{obj.link.kind} {verb} {obj.namespace}/{obj.name} ({state}, {made_by})"
+        if obj.kind.chain is not None:  # a TrainJob: no cleanPodPolicy
+            return f"{obj.kind.kind} {verb} {obj.namespace}/{obj.name} ({state})"
         return f"{obj.kind.kind} {verb} {obj.namespace}/{obj.name} ({state}, cleanPodPolicy {obj.clean_pod_policy})"
     if isinstance(trigger, ReferenceChange):
         return f"reference {verb} {trigger.namespace}/{trigger.name}"
@@ -35,7 +40,7 @@ def _what(step: ReplayStep) -> str:
 def print_step_human(step: ReplayStep, out: TextIO) -> None:
     applied = step.outcome.applied
     trigger = step.intake.trigger
-    about_job = isinstance(trigger, ObjectChange) and isinstance(trigger.obj, Job)
+    about_job = isinstance(trigger, ObjectChange) and isinstance(trigger.obj, Job | Workload)
     if not applied and step.observed is None and not about_job and not isinstance(trigger, SweepRequest):
         return  # quiet for the many pod events that change nothing
     print(f"{step.time:%H:%M:%S}  {_what(step)}", file=out)
