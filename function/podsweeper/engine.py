@@ -13,7 +13,7 @@ from datetime import datetime
 
 from podsweeper.config import CrashLoopAction, Settings
 from podsweeper.decisions import Action, Decision, Rule
-from podsweeper.model import TERMINATED_PHASES, CleanPodPolicy, Job, JobRef, Node, Pod
+from podsweeper.model import TERMINATED_PHASES, CleanPodPolicy, Job, JobRef, Node, Owner, Pod, Workload
 
 # restartPolicy values under which a failed replica is restarted in place.
 RESTARTING_POLICIES = frozenset({"OnFailure", "Always", "ExitCode"})
@@ -56,6 +56,8 @@ def orphan(pod: Pod, job: Job | None, ctx: Context) -> Verdict | None:
 
 def operator_deletes(pod: Pod, job: Job) -> bool:
     """Whether the job's operator deletes this pod itself now that the job has finished."""
+    if pod.via is not None:
+        return False  # a launcher: the mpi-operator's cleanup deletes workers only (#643)
     policy = job.clean_pod_policy
     return policy is CleanPodPolicy.ALL or (policy is CleanPodPolicy.RUNNING and pod.active)
 
@@ -170,12 +172,40 @@ def _opt_out(pod: Pod, job: Job | None) -> str | None:
     return None
 
 
-def pod_is_candidate(pod: Pod, ref: JobRef) -> bool:
+def launcher_links(pods: Iterable[Pod]) -> list[Owner]:
+    """The batch Jobs a pass must read to tell whether these launcher pods are the job's."""
+    return list(
+        dict.fromkeys(
+            p.via for p in pods if p.via is not None and p.job is not None and p.job.kind.launcher is not None
+        )
+    )
+
+
+def proven_launchers(job: Job | None, links: Iterable[Workload]) -> frozenset[str]:
+    """The uids of the batch Jobs, read now, that are this job's finished launcher Jobs: the
+    job controls them (its uid), and they finished (the Job controller makes no new pod then).
+    A launcher pod of an active Job is left alone: deleting it only makes the Job re-create it."""
+    if job is None or job.kind.launches(job.ref.version) is None:
+        return frozenset()
+    return frozenset(
+        link.uid
+        for link in links
+        if link.controller is not None
+        and link.controller.uid == job.uid
+        and link.controller.kind == job.kind.kind
+        and link.finished is not None
+        and not link.terminating
+    )
+
+
+def pod_is_candidate(pod: Pod, ref: JobRef, launchers: frozenset[str] | None = frozenset()) -> bool:
     """Safety gate: only a live pod of exactly this job (and so in the job's namespace), which
-    the job controls itself (a chain's pods are decided at its JobSet, podsweeper.lineage)."""
+    the job controls itself (a chain's pods are decided at its JobSet, podsweeper.lineage), or a
+    launcher pod whose batch Job was proven the job's (`launchers`; None: the sweep's listed
+    state, where its pass proves it before anything is done)."""
     return (
         pod.job is not None
-        and pod.via is None
+        and (pod.via is None or launchers is None or pod.via.uid in launchers)
         and ref.kind.chain is None
         and not pod.foreign_controller
         and not pod.terminating
@@ -184,17 +214,24 @@ def pod_is_candidate(pod: Pod, ref: JobRef) -> bool:
 
 
 def decide_pods(
-    ref: JobRef, job: Job | None, pods: Iterable[Pod], now: datetime, settings: Settings
+    ref: JobRef,
+    job: Job | None,
+    pods: Iterable[Pod],
+    now: datetime,
+    settings: Settings,
+    launchers: frozenset[str] | None = frozenset(),
 ) -> list[Decision]:
     """Decisions for the pods of one job; `job` None means the job is known to be gone.
 
-    The caller has passed the job's namespace through the namespace gate (triage.in_scope).
+    `launchers`: the batch Jobs proven to be the job's launchers (proven_launchers); a launcher
+    pod of any other Job is never decided. The caller has passed the job's namespace through
+    the namespace gate (triage.in_scope).
     """
     assert settings.namespace_allowed(ref.namespace), f"namespace {ref.namespace!r} not gated"
     ctx = Context(now, settings)
     decisions = []
     for pod in pods:
-        if not pod_is_candidate(pod, ref):
+        if not pod_is_candidate(pod, ref, launchers):
             continue
         owner = _owning_job(pod, job)
         if owner is not None and owner.suspended:

@@ -60,6 +60,30 @@ TRAINER_CHAIN = Chain(
 
 
 @dataclass(frozen=True)
+class Launcher:
+    """A job's pod that runs under a batch Job the job controls: the mpi-operator's launcher.
+
+    The pod's controller is the Job `<job name><suffix>`, itself controlled by the job; the pod
+    says whose it is by `training.kubeflow.org/job-name` and `operator-name: <operator_name>`.
+    Only a pass that reads the Job may decide the pod is the job's (a plain Job's pods may carry
+    any labels). The operator's cleanPodPolicy never reaches it (kubeflow/mpi-operator#643), and
+    it settles a job only once `status.completionTime` is set: a job Failed without one
+    (a worker evicted, #647) is still reconciled, so its deleted pods come back at once.
+    """
+
+    link: Link
+    suffix: str
+    operator_name: str
+    versions: tuple[str, ...]  # the job versions whose operator runs a launcher this way
+    managed_by: str  # its operator's own runPolicy.managedBy value
+
+
+# mpi-operator v0.8.0 (MPIJob v2beta1): `<name>-launcher`, restartPolicy from the Launcher spec,
+# backoffLimit and ttlSecondsAfterFinished from the MPIJob's runPolicy.
+MPI_LAUNCHER = Launcher(BATCH_JOB, "-launcher", "mpi-operator", ("v2beta1",), "kubeflow.org/mpi-operator")
+
+
+@dataclass(frozen=True)
 class TrainingKind:
     """One training job kind of the Kubeflow Training Operator."""
 
@@ -78,6 +102,12 @@ class TrainingKind:
     chain: Chain | None = None
     # Where the job's suspend switch is in its spec.
     suspend_path: tuple[str, ...] = ("runPolicy", "suspend")
+    # A pod of the job controlled by a batch Job the job controls (MPIJob v2beta1), if any.
+    launcher: Launcher | None = None
+
+    def launches(self, version: str) -> Launcher | None:
+        """The launcher of this kind at this version, if it runs one."""
+        return self.launcher if self.launcher and version in self.launcher.versions else None
 
     @property
     def operator_name(self) -> str:
@@ -101,6 +131,7 @@ TRAINING_KINDS: tuple[TrainingKind, ...] = (
         "mpiReplicaSpecs",
         versions=("v1", "v2beta1"),
         top_level_clean_pod_policy=True,
+        launcher=MPI_LAUNCHER,
     ),
     TrainingKind("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs"),
     TrainingKind("PaddleJob", "paddlejobs", "paddleReplicaSpecs", default_restart_policy="OnFailure"),
@@ -122,7 +153,10 @@ OPERATOR_KINDS: tuple[TrainingKind, ...] = tuple(k for k in TRAINING_KINDS if k.
 TRAINJOB = next(k for k in TRAINING_KINDS if k.kind == "TrainJob")
 
 BY_KIND: dict[str, TrainingKind] = {k.kind: k for k in TRAINING_KINDS}
-BY_OPERATOR_NAME: dict[str, TrainingKind] = {k.operator_name: k for k in OPERATOR_KINDS}
+BY_OPERATOR_NAME: dict[str, TrainingKind] = {
+    **{k.operator_name: k for k in OPERATOR_KINDS},
+    **{k.launcher.operator_name: k for k in OPERATOR_KINDS if k.launcher},
+}
 
 
 def lookup(api_version: str | None, kind: str | None) -> TrainingKind | None:

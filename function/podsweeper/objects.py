@@ -179,6 +179,7 @@ class Condition(_Model):
 
 class JobStatus(_Model):
     conditions: list[Condition] | None = None
+    completionTime: str | None = None  # the mpi-operator's "settled" mark (kinds.Launcher)
 
 
 class RunPolicy(_Model):
@@ -391,6 +392,11 @@ def job_from(obj: JobObject) -> Job:
     # The operators default an unset replica count to 1.
     declared = sum(1 if s.replicas is None else s.replicas for s in specs.values())
     finished, finished_at, suspended = _finished(obj.status)
+    launcher = kind.launches(obj.apiVersion.rpartition("/")[2])
+    if launcher is not None and not (obj.status and obj.status.completionTime):
+        # Failed without completionTime (a worker evicted, mpi-operator#647): the operator still
+        # reconciles it and re-creates any pod deleted. Not finished, for the pod rules.
+        finished, finished_at = None, None
     return Job(
         kind=kind,
         namespace=obj.metadata.namespace,
@@ -412,8 +418,8 @@ def job_from(obj: JobObject) -> Job:
             obj.metadata.labels or {},
             run_policy.managedBy,
             "runPolicy.managedBy",
-            TRAINING_OPERATOR,
-            "the training operator",
+            launcher.managed_by if launcher else TRAINING_OPERATOR,
+            "the mpi-operator" if launcher else "the training operator",
         ),
     )
 

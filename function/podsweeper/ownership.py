@@ -85,17 +85,40 @@ def pod_ownership(namespace: str, owners: Iterable[Owner], labels: Mapping[str, 
     if controller is not None:
         kind = kinds.lookup(controller.api_version, controller.kind)
         if kind is None:
-            return _chained(namespace, controller, labels)
+            return _launched(namespace, controller, labels) or _chained(namespace, controller, labels)
         return Ownership(
             JobRef(kind, namespace, controller.name, controller.uid or None, controller.api_version)
         )
     name = labels.get(JOB_NAME_LABEL)
     if not name and labels.get(LEGACY_GROUP_LABEL) == kinds.GROUP:
         name = labels.get(LEGACY_JOB_NAME_LABEL)
-    kind = kinds.BY_OPERATOR_NAME.get(labels.get(OPERATOR_NAME_LABEL, ""))
+    operator = labels.get(OPERATOR_NAME_LABEL, "")
+    kind = kinds.BY_OPERATOR_NAME.get(operator)
     if not name or kind is None:
         return Ownership(None)  # no job, or a job whose kind cannot be told: not ours
+    launcher = kind.launcher
+    if launcher is not None and operator == launcher.operator_name:  # the version that operator serves
+        return Ownership(JobRef(kind, namespace, name, None, kind.api_version(launcher.versions[0])))
     return Ownership(JobRef(kind, namespace, name))
+
+
+def _launched(namespace: str, controller: Owner, labels: Mapping[str, str]) -> Ownership | None:
+    """A launcher pod (kinds.Launcher): its controller is the batch Job named after the job its
+    labels name. A candidate only: the pass proves the Job is that job's (engine.proven_launchers)."""
+    name = labels.get(JOB_NAME_LABEL)
+    kind = kinds.BY_OPERATOR_NAME.get(labels.get(OPERATOR_NAME_LABEL, ""))
+    launcher = kind.launcher if kind is not None else None
+    if (
+        not name
+        or kind is None
+        or launcher is None
+        or labels.get(OPERATOR_NAME_LABEL) != launcher.operator_name
+        or (controller.api_version, controller.kind) != (launcher.link.api_version, launcher.link.kind)
+        or controller.name != name + launcher.suffix
+    ):
+        return None
+    ref = JobRef(kind, namespace, name, None, kind.api_version(launcher.versions[0]))
+    return Ownership(ref, via=controller)
 
 
 def _chained(namespace: str, controller: Owner, labels: Mapping[str, str]) -> Ownership:

@@ -229,7 +229,12 @@ class Pipeline:
         note = None
         if job is None or job.finished or replaced or work.reason.lists_pods:
             pods = cluster.list_job_pods(work.ref, all_label_sets=work.all_label_sets)
-            decisions += engine.decide_pods(work.ref, job, pods, now, self.settings)
+            # A launcher pod (MPIJob v2beta1) is the job's only if its batch Job, read now, is.
+            launcher, ns = work.ref.kind.launcher, work.ref.namespace
+            vias = engine.launcher_links(pods) if launcher is not None else []
+            links = [cluster.get_workload(launcher.link, ns, via.name) for via in vias if launcher]
+            launchers = engine.proven_launchers(owner, [link for link in links if link is not None])
+            decisions += engine.decide_pods(work.ref, job, pods, now, self.settings, launchers)
             note = engine.left_to_operator(owner, pods, now, self.settings)
         bound = engine.delete_bound(owner, self.settings)
         if not decisions:
@@ -326,8 +331,11 @@ class Pipeline:
                     indexes[kind.kind] = {job.ref.key: job for job in cluster.list_jobs(namespace, kind)}
                 jobs = indexes[kind.kind]
                 key = pod.job.key
-                ref = JobRef(pod.job.kind, pod.namespace, pod.job.name)
-                listed = engine.decide_pods(ref, jobs.get(key), [pod], now, self.settings)
+                # The version the pod's owner or the listed job names (an MPIJob may be v2beta1).
+                version = pod.job.api_version or (jobs[key].api_version if key in jobs else None)
+                ref = JobRef(pod.job.kind, pod.namespace, pod.job.name, None, version)
+                # (a launcher pod's Job is proven by the pass, not here: launchers=None)
+                listed = engine.decide_pods(ref, jobs.get(key), [pod], now, self.settings, launchers=None)
                 for decision in listed:
                     if decision.action in WASTING:
                         leftover[(decision.namespace, decision.rule.value)] += decision.gpus

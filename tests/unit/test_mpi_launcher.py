@@ -1,0 +1,155 @@
+"""The mpi-operator's launcher chain: MPIJob (v2beta1) -> batch Job `<name>-launcher` -> pod.
+
+A launcher pod is the MPIJob's only when its batch Job, read now, is controlled by that MPIJob
+(its uid) and has finished; a batch Job's pod that no MPIJob controls is never touched. The
+behaviour pinned here is what tests/world/test_mpi_world.py saw the real mpi-operator v0.8.0 do.
+"""
+
+from __future__ import annotations
+
+from podsweeper.cluster.simulated import SimulatedCluster
+from podsweeper.config import Settings
+from podsweeper.decisions import Result, Rule
+from podsweeper.intake import parse_event
+from podsweeper.model import JobRef
+from podsweeper.objects import parse_job, parse_pod, parse_workload
+from podsweeper.pipeline import Pipeline
+from tests.fixtures.builders import at, event, ping, split
+from tests.fixtures.mpi import launcher_job, launcher_pod, mpijob, worker
+
+SUCCEEDED = (("Created", at(0)), ("Running", at(2)), ("Succeeded", at(30)))
+FAILED = (("Created", at(0)), ("Failed", at(30)))
+
+
+def world(mj, jobs=(), pods=()) -> SimulatedCluster:
+    cluster = SimulatedCluster()
+    cluster.observe("add", parse_job(mj))
+    for raw in jobs:
+        cluster.observe("add", parse_workload(raw))
+    for raw in pods:
+        cluster.observe("add", parse_pod(raw))
+    return cluster
+
+
+def handle(cluster, raw_event, now=None, **kw):
+    return Pipeline(cluster, Settings(**kw)).handle(parse_event(*split(raw_event)), now or at(600))
+
+
+def deleted(outcome) -> dict[str, Rule]:
+    return {a.decision.name: a.decision.rule for a in outcome.applied if a.result is Result.DELETED}
+
+
+def test_launcher_pod_is_tied_to_its_mpijob_through_the_batch_job():
+    mj = mpijob()
+    pod = parse_pod(launcher_pod(launcher_job(mj), "pi"))
+    assert pod.job is not None and pod.via is not None
+    assert (pod.job.kind.kind, pod.job.name, pod.job.version) == ("MPIJob", "pi", "v2beta1")
+    assert (pod.via.kind, pod.via.name) == ("Job", "pi-launcher")
+    assert pod.job.uid is None, "the pod does not prove the uid: the pass reads the Job"
+
+
+def test_a_batch_job_not_named_after_the_job_its_labels_name_is_foreign():
+    mj = mpijob()
+    pod = parse_pod(launcher_pod(launcher_job(mj, name="other-launcher"), "pi"))
+    assert pod.job is None and pod.foreign_controller
+
+
+def test_an_ownerless_mpi_operator_pod_is_claimed_at_v2beta1():
+    raw = worker(mpijob(), 0)
+    raw["metadata"]["ownerReferences"] = []
+    pod = parse_pod(raw)
+    assert pod.job == JobRef(pod.job.kind, "team-a", "pi", None, "kubeflow.org/v2beta1")
+
+
+def test_643_clean_pod_policy_all_launcher_pod_deleted_at_once():
+    """The operator deletes only workers under All; the finished launcher Job's pod is left.
+    podsweeper deletes it on the job's own event, without waiting for the operator's grace."""
+    mj = mpijob(policy="All", conditions=SUCCEEDED, completed=at(30))
+    job = launcher_job(mj, conditions=("Complete",))
+    cluster = world(mj, [job], [launcher_pod(job, "pi")])
+    outcome = handle(cluster, event("update", mj, at(31)), now=at(31))  # within the operator's grace
+    assert deleted(outcome) == {"pi-launcher-abcde": Rule.CLEAN_POD_POLICY_ALL}
+    assert not cluster.pods
+
+
+def test_launcher_pod_kept_under_none_and_running():
+    for policy in ("None", "Running"):
+        mj = mpijob(policy=policy, conditions=FAILED, completed=at(30))
+        job = launcher_job(mj, conditions=("Failed",))
+        cluster = world(mj, [job], [launcher_pod(job, "pi", phase="Failed")])
+        assert deleted(handle(cluster, event("update", mj, at(31)))) == {}, policy
+
+
+def test_647_workers_left_running_after_the_launcher_failed_are_deleted():
+    """cleanPodPolicy None (the default): the operator keeps workers Running after the launcher
+    Job failed; completionTime is set, so the operator re-creates nothing."""
+    mj = mpijob(conditions=FAILED, completed=at(30))
+    job = launcher_job(mj, conditions=("Failed",))
+    pods = [worker(mj, 0), worker(mj, 1), launcher_pod(job, "pi", phase="Failed")]
+    outcome = handle(world(mj, [job], pods), event("update", mj, at(31)))
+    assert deleted(outcome) == {
+        "pi-worker-0": Rule.FINISHED_JOB_ACTIVE_POD,
+        "pi-worker-1": Rule.FINISHED_JOB_ACTIVE_POD,
+    }
+
+
+def test_647_failed_by_eviction_without_completion_time_is_left_to_the_operator():
+    """Failed (MPIJobEvicted) but no completionTime: the operator still reconciles the job and
+    re-creates any worker or launcher Job deleted (measured), so no pod is deleted."""
+    mj = mpijob(policy="Running", conditions=(("Created", at(0)), ("Failed", at(30))))
+    job = launcher_job(mj)
+    pods = [worker(mj, 0), worker(mj, 1, phase="Failed"), launcher_pod(job, "pi", phase="Running")]
+    cluster = world(mj, [job], pods)
+    assert parse_job(mj).finished is None
+    outcome = handle(cluster, event("update", mj, at(31)))
+    assert deleted(outcome) == {} and len(cluster.pods) == 3
+
+
+def test_launcher_pod_of_an_active_batch_job_is_never_deleted():
+    """Deleting it would only make the Job controller re-create it (and spend its backoffLimit)."""
+    mj = mpijob(policy="All", conditions=SUCCEEDED, completed=at(30))
+    job = launcher_job(mj)  # no Complete/Failed condition
+    cluster = world(mj, [job], [launcher_pod(job, "pi", phase="Failed")])
+    assert deleted(handle(cluster, event("update", mj, at(31)))) == {}
+    assert len(cluster.pods) == 1
+
+
+def test_a_batch_jobs_pod_that_no_mpijob_controls_is_never_touched():
+    mj = mpijob(policy="All", conditions=SUCCEEDED, completed=at(30))
+    stranger = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "name": "pi", "uid": "x" * 8}
+    for job in (
+        launcher_job(mj, owner={}, conditions=("Complete",)),  # orphaned (MPIJob deleted, Orphan)
+        launcher_job(mj, owner={**stranger, "controller": True}, conditions=("Complete",)),  # another uid
+    ):
+        cluster = world(mj, [job], [launcher_pod(job, "pi")])
+        assert deleted(handle(cluster, event("update", mj, at(31)))) == {}
+        assert deleted(handle(cluster, ping(at(700)), orphan_grace_seconds=0)) == {}
+        assert len(cluster.pods) == 1
+
+
+def test_launcher_pod_not_touched_when_its_mpijob_is_gone():
+    """The garbage collector takes the launcher Job and its pod with the MPIJob; podsweeper
+    never deletes a launcher pod as an orphan (its Job may be anyone's once the MPIJob is gone)."""
+    mj = mpijob(policy="All", conditions=SUCCEEDED, completed=at(30))
+    job = launcher_job(mj, conditions=("Complete",))
+    cluster = world(mj, [job], [launcher_pod(job, "pi")])
+    cluster.observe("delete", parse_job(mj))
+    assert deleted(handle(cluster, event("delete", mj, at(40)), orphan_grace_seconds=0)) == {}
+
+
+def test_sweep_finds_the_643_launcher_leftover():
+    mj = mpijob(policy="All", conditions=SUCCEEDED, completed=at(30))
+    job = launcher_job(mj, conditions=("Complete",))
+    cluster = world(mj, [job], [launcher_pod(job, "pi")])
+    assert deleted(handle(cluster, ping(at(700)))) == {"pi-launcher-abcde": Rule.CLEAN_POD_POLICY_ALL}
+
+
+def test_opt_out_and_dry_run_hold_for_the_launcher():
+    mj = mpijob(policy="All", conditions=SUCCEEDED, completed=at(30))
+    job = launcher_job(mj, conditions=("Complete",))
+    opted = launcher_pod(job, "pi")
+    opted["metadata"]["annotations"] = {"podsweeper.dev/skip": "true"}
+    outcome = handle(world(mj, [job], [opted]), event("update", mj, at(31)))
+    assert [a.decision.action.value for a in outcome.applied] == ["skip"]
+    outcome = handle(world(mj, [job], [launcher_pod(job, "pi")]), event("update", mj, at(31)), dry_run=True)
+    assert [a.result for a in outcome.applied] == [Result.DRY_RUN]
