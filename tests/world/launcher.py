@@ -11,7 +11,9 @@ the kernel if the launcher dies):
   its validating admission webhooks served on loopback (see webhook_cert.py);
 - opt-in (`trainer=True`): the JobSet v0.12.0 and Kubeflow Trainer v2.3.0 controllers with
   their admission webhooks and the `torch-distributed` ClusterTrainingRuntime
-  (see trainer_world.py), next to the v1 operator.
+  (see trainer_world.py), next to the v1 operator;
+- opt-in (`mpi_operator=True`): the mpi-operator v0.8.0 serving MPIJob v2beta1, the training
+  operator then running every kind but MPIJob (see mpi_world.py).
 
 World starts its own ControlPlane, or runs on top of one already running (then stop() leaves
 the control plane up and removes what would break it without us: the webhook configuration).
@@ -39,7 +41,7 @@ from tests.controlplane.launcher import ControlPlane
 from tests.controlplane.manifests import go_module_dir, load_yaml
 from tests.harness.ports import free_port
 from tests.harness.processes import die_with_parent, stop_group
-from tests.world import build, trainer_world, webhook_cert
+from tests.world import build, mpi_world, trainer_world, webhook_cert
 
 HERE = Path(__file__).parent
 STAGES = HERE / "stages"
@@ -113,6 +115,7 @@ class World:
         gpus_per_node: int = 8,
         webhooks: bool = True,
         trainer: bool = False,
+        mpi_operator: bool = False,
         log=sys.stderr,
         ready_timeout: float = 90.0,
     ):
@@ -122,6 +125,7 @@ class World:
         self.gpus_per_node = gpus_per_node
         self.webhooks = webhooks
         self.trainer = trainer
+        self.mpi_operator = mpi_operator
         self.trainer_phase: trainer_world.TrainerPhase | None = None
         self.log = log
         self.ready_timeout = ready_timeout
@@ -143,11 +147,15 @@ class World:
         t0 = time.monotonic()
         atexit.register(self.stop)
         try:
-            wanted = build.ALL if self.trainer else build.CORE
+            wanted = {
+                **build.CORE,
+                **(build.TRAINER if self.trainer else {}),
+                **(build.MPI if self.mpi_operator else {}),
+            }
             bins = {name: build.build(b, log=self.log) for name, b in wanted.items()}
             self.timings["build"] = time.monotonic() - t0
             if self.control_plane is None:
-                self.control_plane = ControlPlane(log=self.log).start()
+                self.control_plane = ControlPlane(log=self.log, mpi_operator=self.mpi_operator).start()
             self.workdir = Path(tempfile.mkdtemp(prefix="podsweeper-world-"))
             self._api = requests.Session()
             self._api.headers["Authorization"] = f"Bearer {self.control_plane.tokens['admin']}"
@@ -158,6 +166,9 @@ class World:
             if self.trainer:
                 self.trainer_phase = trainer_world.TrainerPhase(self)
                 self._phase("trainer", lambda: self.trainer_phase.start(bins, kubeconfig))
+            if self.mpi_operator:
+                mpi = mpi_world.MpiPhase(self, OPERATOR_NAMESPACE)
+                self._phase("mpi-operator", lambda: mpi.start(bins["mpi-operator"], kubeconfig))
             self._phase("probe", self._probe_pod)
         except BaseException:
             self.stop()
@@ -337,6 +348,7 @@ class World:
                 "--metrics-bind-address=0",
                 f"--health-probe-bind-address=127.0.0.1:{probe_port}",
                 f"--webhook-server-port={self.webhook_port}",  # binds on all interfaces: not settable
+                *(mpi_world.operator_args() if self.mpi_operator else []),
             ],
             env=env,
         )
@@ -348,10 +360,11 @@ class World:
                 return False
 
         self._wait("training operator /readyz", ready)
-        # Controllers start after the certificates, in a goroutine: wait for all six.
+        # Controllers start after the certificates, in a goroutine: wait for all six (five).
+        kinds = len(mpi_world.OPERATOR_SCHEMES) if self.mpi_operator else 6
         self._wait(
-            "training operator: six controllers started",
-            lambda: proc.log_path.read_text(errors="replace").count("Starting workers") >= 6,
+            f"training operator: {kinds} controllers started",
+            lambda: proc.log_path.read_text(errors="replace").count("Starting workers") >= kinds,
         )
         if self.webhooks:
             self._wait("admission webhook denies an invalid PyTorchJob", self._webhook_denies)
