@@ -14,6 +14,8 @@ the kernel if the launcher dies):
   (see trainer_world.py), next to the v1 operator;
 - opt-in (`mpi_operator=True`): the mpi-operator v0.8.0 serving MPIJob v2beta1, the training
   operator then running every kind but MPIJob (see mpi_world.py).
+- opt-in (`volcano=True`): Volcano v1.10.0's scheduler and controller manager, started before
+  the training operator, which then gang-schedules with it (see volcano_world.py).
 
 World starts its own ControlPlane, or runs on top of one already running (then stop() leaves
 the control plane up and removes what would break it without us: the webhook configuration).
@@ -41,7 +43,7 @@ from tests.controlplane.launcher import ControlPlane
 from tests.controlplane.manifests import go_module_dir, load_yaml
 from tests.harness.ports import free_port
 from tests.harness.processes import die_with_parent, stop_group
-from tests.world import build, mpi_world, trainer_world, webhook_cert
+from tests.world import build, mpi_world, trainer_world, volcano_world, webhook_cert
 
 HERE = Path(__file__).parent
 STAGES = HERE / "stages"
@@ -115,6 +117,7 @@ class World:
         gpus_per_node: int = 8,
         webhooks: bool = True,
         trainer: bool = False,
+        volcano: bool = False,
         mpi_operator: bool = False,
         log=sys.stderr,
         ready_timeout: float = 90.0,
@@ -125,6 +128,7 @@ class World:
         self.gpus_per_node = gpus_per_node
         self.webhooks = webhooks
         self.trainer = trainer
+        self.volcano = volcano
         self.mpi_operator = mpi_operator
         self.trainer_phase: trainer_world.TrainerPhase | None = None
         self.log = log
@@ -151,6 +155,7 @@ class World:
                 **build.CORE,
                 **(build.TRAINER if self.trainer else {}),
                 **(build.MPI if self.mpi_operator else {}),
+                **(build.VOLCANO if self.volcano else {}),
             }
             bins = {name: build.build(b, log=self.log) for name, b in wanted.items()}
             self.timings["build"] = time.monotonic() - t0
@@ -162,6 +167,8 @@ class World:
             kubeconfig = str(self.control_plane.admin_kubeconfig)
             self._phase("controllers", lambda: self._start_kube(bins, kubeconfig))
             self._phase("kwok", lambda: self._start_kwok(bins["kwok"], kubeconfig))
+            if self.volcano:  # its PodGroup CRD must be served when the operator starts
+                self._phase("volcano", lambda: volcano_world.VolcanoPhase(self).start(bins, kubeconfig))
             self._phase("operator", lambda: self._start_operator(bins["training-operator"], kubeconfig))
             if self.trainer:
                 self.trainer_phase = trainer_world.TrainerPhase(self)
@@ -214,7 +221,7 @@ class World:
 
     def log_path(self, name: str) -> Path:
         """The log of one component: kube-controller-manager, kube-scheduler, kwok, training-operator,
-        jobset-controller, trainer-controller-manager."""
+        jobset-controller, trainer-controller-manager, vc-scheduler, vc-controller-manager."""
         assert self.workdir is not None, "world is not running"
         return self.workdir / f"{name}.log"
 
@@ -348,6 +355,7 @@ class World:
                 "--metrics-bind-address=0",
                 f"--health-probe-bind-address=127.0.0.1:{probe_port}",
                 f"--webhook-server-port={self.webhook_port}",  # binds on all interfaces: not settable
+                *(volcano_world.OPERATOR_ARGS if self.volcano else ()),
                 *(mpi_world.operator_args() if self.mpi_operator else []),
             ],
             env=env,
