@@ -60,6 +60,8 @@ class Decision:
     resource_version: str = ""  # of the pod as decided on; the delete's precondition
     gpus: int = 0  # GPUs the pod holds (PODSWEEPER_GPU_RESOURCES)
     node: str | None = None  # where the pod ran
+    # A short fact the PodsCleanedUp Event shows beside the pod (stuck-terminating: its node's state).
+    detail: str = ""
     # Since when those GPUs are wasted: the job finished, or the crash loop began (the pod
     # started); None when unknown (an orphan's job vanished at a time nothing records).
     wasted_since: datetime | None = None

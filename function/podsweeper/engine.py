@@ -330,11 +330,14 @@ def stuck_terminating(
     if node is not None and node.ready == "True":
         return None
     if node is None:
-        state = "no longer exists"
+        state = detail = "no longer exists"
     else:
-        state = "is NotReady" if node.ready == "False" else "is Unknown (its kubelet stopped reporting)"
+        detail = "NotReady" if node.ready == "False" else "Unknown"
+        state = f"is {detail}" + ("" if node.ready == "False" else " (its kubelet stopped reporting)")
         if node.since is not None:
-            state += f" since {(now - node.since).total_seconds():.0f}s"
+            since = (now - node.since).total_seconds()
+            state += f" since {since:.0f}s"
+            detail += f" for {since:.0f}s"
     reason = (
         f"terminating {overdue:.0f}s past its grace period (PODSWEEPER_STUCK_TERMINATING_SECONDS {limit}) "
         f"on node {pod.node}, which {state}: force delete (grace period 0)"
@@ -359,4 +362,6 @@ def stuck_terminating(
         resource_version=pod.resource_version,
         gpus=pod.gpus(settings.gpu_resource_names),
         node=pod.node,
+        detail=f"force-deleted {overdue:.0f}s past its grace period; node {pod.node} {detail}",
+        wasted_since=pod.deletion_due,  # the scheduler counts its GPUs until the pod object goes
     )

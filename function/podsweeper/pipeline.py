@@ -24,7 +24,7 @@ from podsweeper.evidence import DELETED, TERMINATED, failures_of, failures_of_de
 from podsweeper.intake import Ignored, Intake, ObjectChange, ReferenceChange, SweepRequest, Trigger
 from podsweeper.keeper import EvidenceKeeper
 from podsweeper.lineage import Lineage, decide_lineage
-from podsweeper.model import FinishMark, Job, JobRef, Pod, Verb, Workload
+from podsweeper.model import FinishMark, Job, JobRef, Node, Pod, Verb, Workload
 from podsweeper.ownership import has_current_labels, workload_job
 from podsweeper.report import log_decision
 from podsweeper.triage import JobPass, PassReason, in_scope, triage_object
@@ -383,11 +383,18 @@ class Pipeline:
         deadline: float | None,
         act: Callable[[list[Decision], int], int],
     ) -> str:
-        """Rule stuck-terminating: re-read each pod, its node and its job, then decide."""
-        forced = 0
+        """Rule stuck-terminating: re-read each pod, its node and its job, then decide.
+
+        Each node is read once per sweep (a lost node holds many pods). The decisions are
+        carried out together, so one Event per job names all its pods, within the same delete
+        cap as a pass (PODSWEEPER_MAX_DELETES_PER_EVENT; the rest are deferred: 429)."""
+        decided: list[Decision] = []
+        nodes: dict[str, Node | None] = {}
+        stopped = ""
         for index, (namespace, name) in enumerate(sorted(stuck)):
             if deadline is not None and time.monotonic() > deadline - 1.0:
-                return f"stuck-terminating stopped at its time bound after {index} of {len(stuck)} pods"
+                stopped = f" (stopped at its time bound after {index} of {len(stuck)})"
+                break
             pod = cluster.get_pod(namespace, name)
             if pod is None or pod.job is None or pod.node is None or not self._looks_stuck(pod, now):
                 continue
@@ -397,10 +404,13 @@ class Pipeline:
                 job = cluster.get_job(pod.job)
             except JobUnknown:
                 job = None
-            decision = engine.stuck_terminating(pod, cluster.get_node(pod.node), job, now, self.settings)
+            if pod.node not in nodes:
+                nodes[pod.node] = cluster.get_node(pod.node)
+            decision = engine.stuck_terminating(pod, nodes[pod.node], job, now, self.settings)
             if decision is not None:
-                forced += act([decision], 1)
-        return f"{forced} of {len(stuck)} pod(s) stuck terminating force-deleted"
+                decided.append(decision)
+        forced = act(decided, self.settings.max_deletes_per_event) if decided else 0
+        return f"{forced} of {len(stuck)} pod(s) stuck terminating force-deleted{stopped}"
 
     @staticmethod
     def _chain_proven(pod: Pod, cluster: Cluster) -> bool:

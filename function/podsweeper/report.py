@@ -121,9 +121,9 @@ def cleanup_event(job: JobRef, deleted: Iterable[Decision], now: datetime) -> Ev
     deleted = sorted(deleted, key=lambda d: (d.kind, d.name))
     parts = []
     for d in deleted:
-        evidence = "; ".join(describe_container(c) for c in d.evidence)
+        facts = "; ".join([*([d.detail] if d.detail else []), *(describe_container(c) for c in d.evidence)])
         shown = d.name if d.kind == "Pod" else f"{d.kind} {d.name}"
-        parts.append(f"{shown} [{d.rule.value}]" + (f" ({evidence})" if evidence else ""))
+        parts.append(f"{shown} [{d.rule.value}]" + (f" ({facts})" if facts else ""))
     gpus = sum(d.gpus for d in deleted)
     held = sum(d.gpu_seconds(now) for d in deleted)
     reclaimed = f" ({gpus} GPU(s) freed, {held:.0f} GPU-seconds held since no longer needed)" if gpus else ""

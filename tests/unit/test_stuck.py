@@ -24,7 +24,10 @@ class NodesCluster(SimulatedCluster):
     nodes: dict[str, Node] = field(default_factory=dict)
     forced: list[str] = field(default_factory=list)
 
+    reads: list[str] = field(default_factory=list)
+
     def get_node(self, name):
+        self.reads.append(name)
         return self.nodes.get(name)
 
     def delete_pod(self, namespace, name, uid, resource_version="", force=False):
@@ -73,6 +76,33 @@ def test_on_only_the_pods_of_the_lost_node_go():
         assert sorted(cluster.forced) == sorted(a.decision.name for a in outcome.applied)
         assert [p.node for p in cluster.pods.values()] == ["fine"]
         assert "lost" in outcome.applied[0].decision.reason
+
+
+def test_one_event_per_job_names_the_node_and_how_long_it_is_lost():
+    """The users' question is "why did my pod vanish without its kubelet": the Event answers."""
+    cluster = stuck_world("Unknown")
+    sweep(cluster, 400, stuck_terminating_seconds=300)
+    (event,) = [e.record for e in cluster.events.values() if e.record.reason == "PodsCleanedUp"]
+    message = event.message
+    assert message.startswith("podsweeper deleted 2 pod(s)"), message
+    for i in range(2):
+        assert (
+            f"-worker-{i} [stuck-terminating] (force-deleted 300s past its grace period; node lost Unknown for 310s"
+            in message
+        )
+    assert "GPU-seconds held" in message and " 0 GPU-seconds" not in message  # held since the grace ended
+    gone = stuck_world(None)
+    sweep(gone, 400, stuck_terminating_seconds=300)
+    (event,) = [e.record for e in gone.events.values() if e.record.reason == "PodsCleanedUp"]
+    assert "node lost no longer exists" in event.message
+
+
+def test_each_node_is_read_once_per_sweep_and_the_delete_cap_holds():
+    cluster = stuck_world("Unknown")
+    outcome = sweep(cluster, 400, stuck_terminating_seconds=300, max_deletes_per_event=1)
+    assert sorted(cluster.reads) == ["fine", "lost"]
+    assert [a.result for a in outcome.applied] == [Result.DELETED, Result.DEFERRED]
+    assert len(cluster.forced) == 1 and len(cluster.pods) == 2
 
 
 def test_not_before_the_limit_and_never_on_a_ready_node():
