@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import time
 import uuid
 
@@ -155,3 +157,27 @@ def test_function_reads_a_node_only_with_the_overlay(control_plane, function_api
         rbac.delete_cluster_role(role["metadata"]["name"])
     # And gone again with the overlay's objects: the base alone never reads nodes.
     assert wait_status(lambda: core.read_node(node), 403) == 403
+
+
+@pytest.mark.integration
+def test_documented_live_overlay_with_the_rule_renders(renders, tmp_path):
+    """docs/deploy.md's own overlay for running the rule for real (not dry-run), as written
+    there: the base, a copy of nodes-rbac.yaml, the two settings."""
+    from tests.tools.kustomize import render
+
+    section = (REPO / "docs" / "deploy.md").read_text().split("## stuck-terminating (opt-in)", 1)[1]
+    (snippet,) = [b for b in re.findall(r"```yaml\n(.*?)```", section, re.S) if "nodes-rbac.yaml" in b]
+    overlay = tmp_path / "my-cluster" / "podsweeper"
+    overlay.mkdir(parents=True)
+    shutil.copy(RBAC, overlay / "nodes-rbac.yaml")
+    knative = os.path.relpath(KNATIVE, overlay)
+    (overlay / "kustomization.yaml").write_text(snippet.replace("../../podsweeper/knative", knative))
+    objects = render(overlay)
+    base, _ = renders
+    ids = {(o["kind"], o["metadata"]["name"]) for o in objects}
+    assert ids == {(o["kind"], o["metadata"]["name"]) for o in base} | {
+        ("ClusterRole", "podsweeper-stuck-terminating"),
+        ("ClusterRoleBinding", "podsweeper-stuck-terminating"),
+    }
+    env = env_of(ksvc_container(objects))
+    assert env["PODSWEEPER_DRY_RUN"] == "false" and env[SETTING] == "300"
