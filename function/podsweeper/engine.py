@@ -13,7 +13,17 @@ from datetime import datetime
 
 from podsweeper.config import CrashLoopAction, Settings
 from podsweeper.decisions import Action, Decision, Rule
-from podsweeper.model import TERMINATED_PHASES, CleanPodPolicy, Job, JobRef, Node, Owner, Pod, Workload
+from podsweeper.model import (
+    TERMINATED_PHASES,
+    CleanPodPolicy,
+    Job,
+    JobRef,
+    Node,
+    NodeReady,
+    Owner,
+    Pod,
+    Workload,
+)
 
 # restartPolicy values under which a failed replica is restarted in place.
 RESTARTING_POLICIES = frozenset({"OnFailure", "Always", "ExitCode"})
@@ -327,13 +337,14 @@ def stuck_terminating(
     overdue = (now - pod.deletion_due).total_seconds()
     if overdue < limit:
         return None
-    if node is not None and node.ready == "True":
+    if node is not None and node.ready is NodeReady.TRUE:
         return None
     if node is None:
         state = detail = "no longer exists"
     else:
-        detail = "NotReady" if node.ready == "False" else "Unknown"
-        state = f"is {detail}" + ("" if node.ready == "False" else " (its kubelet stopped reporting)")
+        not_ready = node.ready is NodeReady.FALSE
+        detail = "NotReady" if not_ready else "Unknown"
+        state = f"is {detail}" + ("" if not_ready else " (its kubelet stopped reporting)")
         if node.since is not None:
             since = (now - node.since).total_seconds()
             state += f" since {since:.0f}s"

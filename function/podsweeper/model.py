@@ -183,12 +183,20 @@ class FinishMark:
     top_uid: str  # the JobSet that finished ("" if it was already gone)
 
 
+class NodeReady(StrEnum):
+    """A node's Ready condition status, as the API writes it."""
+
+    TRUE = "True"
+    FALSE = "False"  # NotReady: the kubelet reports the node unhealthy
+    UNKNOWN = "Unknown"  # no report: node-lifecycle's verdict on a silent kubelet (or no condition)
+
+
 @dataclass(frozen=True)
 class Node:
     """A node's readiness, as rule stuck-terminating reads it."""
 
     name: str
-    ready: str  # the Ready condition's status: "True", "False" or "Unknown" (no condition)
+    ready: NodeReady
     since: datetime | None = None  # that condition's lastTransitionTime
 
 

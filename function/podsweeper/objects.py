@@ -23,7 +23,17 @@ from pydantic import (
 
 from podsweeper import kinds
 from podsweeper.errors import BadEvent
-from podsweeper.model import SKIP_ANNOTATION, CleanPodPolicy, ContainerView, Job, Node, Owner, Pod, Workload
+from podsweeper.model import (
+    SKIP_ANNOTATION,
+    CleanPodPolicy,
+    ContainerView,
+    Job,
+    Node,
+    NodeReady,
+    Owner,
+    Pod,
+    Workload,
+)
 from podsweeper.ownership import pod_ownership
 
 POLICIES = frozenset(p.value for p in CleanPodPolicy)
@@ -438,8 +448,12 @@ def decode_node(body: bytes | str) -> Node:
     obj = validate_json(NodeObject, body, "node")
     ready = next((c for c in (obj.status or NodeStatus()).conditions or () if c.type == "Ready"), None)
     if ready is None:
-        return Node(obj.metadata.name, "Unknown")
-    return Node(obj.metadata.name, ready.status, ready.lastTransitionTime)
+        return Node(obj.metadata.name, NodeReady.UNKNOWN)
+    try:
+        status = NodeReady(ready.status)
+    except ValueError:
+        raise BadEvent(f"node {obj.metadata.name}: Ready condition status {ready.status[:40]!r}") from None
+    return Node(obj.metadata.name, status, ready.lastTransitionTime)
 
 
 class TrainerSpec(_Model):

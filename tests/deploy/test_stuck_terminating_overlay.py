@@ -124,6 +124,7 @@ def test_function_reads_a_node_only_with_the_overlay(control_plane, function_api
 
     from podsweeper.cluster.kube import KubeCluster, load_api_client
     from podsweeper.errors import ApiUnavailable
+    from podsweeper.model import NodeReady
 
     core = client.CoreV1Api(function_api)
     cluster = KubeCluster(load_api_client(str(control_plane.function_kubeconfig)))
@@ -141,7 +142,7 @@ def test_function_reads_a_node_only_with_the_overlay(control_plane, function_api
     try:
         assert wait_status(lambda: core.read_node(node), 200) == 200
         found = cluster.get_node(node)
-        assert found is not None and found.name == node and found.ready == "Unknown"  # no kubelet
+        assert found is not None and (found.name, found.ready) == (node, NodeReady.UNKNOWN)  # no kubelet
         assert cluster.get_node(f"{node}-gone") is None  # 404: the node is gone
 
         # get only: no list or watch, nothing that changes a node.

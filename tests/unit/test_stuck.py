@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+
+import pytest
 
 from podsweeper.cluster.simulated import SimulatedCluster
 from podsweeper.config import Settings
 from podsweeper.decisions import Action, Result, Rule
 from podsweeper.intake import parse_event
-from podsweeper.model import Node, Verb
+from podsweeper.model import Node, NodeReady, Verb
 from podsweeper.objects import parse_job, parse_pod, parse_workload
 from podsweeper.pipeline import Pipeline
 from tests.fixtures import trainer as v2
@@ -55,9 +58,9 @@ def stuck_world(node_state: str | None, *, skip=False):
     cluster.observe(
         Verb.ADD, parse_pod(pod(j, "Worker", 2, phase="Running", node="fine", deleting_at=deleting_at))
     )
-    cluster.nodes["fine"] = Node("fine", "True", at(0))
+    cluster.nodes["fine"] = Node("fine", NodeReady.TRUE, at(0))
     if node_state is not None:
-        cluster.nodes["lost"] = Node("lost", node_state, at(90))
+        cluster.nodes["lost"] = Node("lost", NodeReady(node_state), at(90))
     return cluster
 
 
@@ -138,3 +141,20 @@ def test_a_plain_jobsets_pod_is_never_forced():
     cluster.observe(Verb.ADD, parse_workload(v2.jobset(tj, name="plain")))
     outcome = sweep(cluster, 1000, stuck_terminating_seconds=300)
     assert [a.result for a in outcome.applied] == [Result.DELETED]
+
+
+def test_a_nodes_ready_condition_is_read_strictly():
+    """Anything but True/False/Unknown is unreadable (kube.get_node then counts it Ready)."""
+    from podsweeper.errors import BadEvent
+    from podsweeper.objects import decode_node
+
+    def body(*conditions):
+        return json.dumps({"metadata": {"name": "n"}, "status": {"conditions": list(conditions)}})
+
+    lost = decode_node(
+        body({"type": "Ready", "status": "False", "lastTransitionTime": "2026-01-01T00:00:00Z"})
+    )
+    assert (lost.ready, lost.since.isoformat()) == (NodeReady.FALSE, "2026-01-01T00:00:00+00:00")
+    assert decode_node(body({"type": "MemoryPressure", "status": "False"})).ready is NodeReady.UNKNOWN
+    with pytest.raises(BadEvent, match="Maybe"):
+        decode_node(body({"type": "Ready", "status": "Maybe"}))

@@ -28,7 +28,7 @@ from podsweeper.config import Settings
 from podsweeper.decisions import Result
 from podsweeper.errors import ApiUnavailable, BadEvent
 from podsweeper.evidence import decode, encode, store_name
-from podsweeper.model import EventRecord, FinishMark, Job, JobRef, Node, Pod, Workload
+from podsweeper.model import EventRecord, FinishMark, Job, JobRef, Node, NodeReady, Pod, Workload
 from podsweeper.objects import (
     decode_job,
     decode_node,
@@ -334,7 +334,7 @@ class KubeCluster:
         except BadEvent as error:
             # Unreadable is not "gone": report it as Ready so the rule does nothing.
             log.warning("ignoring a node the API returned: %s", error)
-            return Node(name, "True")
+            return Node(name, NodeReady.TRUE)
 
     def delete_pod(
         self, namespace: str, name: str, uid: str, resource_version: str = "", force: bool = False

@@ -17,7 +17,7 @@ from podsweeper.cluster.base import JobUnknown
 from podsweeper.decisions import Result
 from podsweeper.evidence import decode, encode, store_name
 from podsweeper.kinds import Link, TrainingKind
-from podsweeper.model import EventRecord, FinishMark, Job, JobRef, Node, Pod, Verb, Workload
+from podsweeper.model import EventRecord, FinishMark, Job, JobRef, Node, NodeReady, Pod, Verb, Workload
 from podsweeper.ownership import has_training_label, labelled_job_names, labels_name_job
 
 
@@ -152,7 +152,7 @@ class SimulatedCluster:
     def get_node(self, name: str) -> Node | None:
         # A recorded stream carries no node facts: every node counts as Ready, so rule
         # stuck-terminating (which never acts on a Ready node) decides nothing in a replay.
-        return Node(name, "True")
+        return Node(name, NodeReady.TRUE)
 
     def delete_pod(
         self, namespace: str, name: str, uid: str, resource_version: str = "", force: bool = False
