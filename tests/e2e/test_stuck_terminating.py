@@ -200,6 +200,8 @@ class Scene:
                 f"{label}: sweep answered {response.status_code} in {time.monotonic() - started:.2f}s: "
                 f"{response.text.strip()}"
             )
+            if response.status_code != 200:
+                say(f"{label}: function log tail:\n{function.tail(15)}")
             decisions = [d for d in function.decisions() if d.get("rule") == "stuck-terminating"]
             summary = json.loads(response.text) if response.status_code == 200 else {}
             return response.status_code, summary, decisions
@@ -286,15 +288,18 @@ def test_stuck_terminating_force_deletes_only_on_the_lost_node(scene, record_pro
     from kubernetes import client
     from kubernetes.client.rest import ApiException
 
-    function_core = client.CoreV1Api(s.cp.api_client("function"))
+    function_api = s.cp.api_client("function")
 
     def can_read_node() -> bool:
         try:
-            return function_core.read_node(LOST) is not None
+            return client.CoreV1Api(function_api).read_node(LOST) is not None
         except ApiException:
             return False
 
-    wait_for("the function may get nodes", can_read_node, timeout=10)
+    try:
+        wait_for("the function may get nodes", can_read_node, timeout=10)
+    finally:
+        function_api.close()
 
     # Rule off (the default): the sweep runs and leaves every terminating pod alone.
     status, summary, decisions = s.sweep({}, "off")
