@@ -19,6 +19,8 @@ class Rule(StrEnum):
     FINISHED_TRAINJOB_RESTARTED = "finished-trainjob-restarted"
     UNBOUNDED_JOBSET_RESTARTS = "unbounded-jobset-restarts"
     STUCK_TERMINATING = "stuck-terminating"  # opt-in
+    # mpi-operator (MPIJob v2beta1): Failed, yet its operator keeps running it (#647)
+    FAILED_MPIJOB_RUNNING = "failed-mpijob-running"
 
 
 class Action(StrEnum):

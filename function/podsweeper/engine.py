@@ -293,6 +293,38 @@ def _pod_decision(rule: Rule, verdict: Verdict, pod: Pod, owner: Job | None, ctx
     )
 
 
+def failed_mpijob_running(job: Job, now: datetime, settings: Settings) -> Decision | None:
+    """Rule failed-mpijob-running: an MPIJob (v2beta1) Failed without completionTime, which its
+    operator goes on running: a worker evicted marks it Failed, but the launcher Job is still
+    active, cleanPodPolicy is not applied, and deleted workers or launcher Jobs are re-created
+    at once (mpi-operator#647, measured with v0.8.0). Only suspend stops it: the operator then
+    deletes the workers and suspends the launcher Job. The operator's grace comes first (its
+    launcher may still fail and settle the job, and then its cleanPodPolicy applies)."""
+    since = job.failed_unsettled_at
+    if since is None or job.suspended:
+        return None
+    if (now - since).total_seconds() < settings.operator_grace_seconds:
+        return None
+    switch = ".".join(("spec", *job.kind.suspend_path))
+    reason = (
+        f"{job.kind.kind} Failed ({job.failed_reason or 'no reason given'}) but without completionTime: "
+        "its operator keeps running its launcher and re-creates any worker deleted (mpi-operator#647)"
+    )
+    action = Action.SUSPEND
+    if job.suspend_blocked:
+        action, reason = Action.WARN, f"{reason}; not suspended: {job.suspend_blocked}"
+    else:
+        reason = f"{reason}; suspending the job ({switch}) stops it for good"
+    if job.opted_out:
+        action, reason = (
+            Action.SKIP,
+            f"opted out by job annotation podsweeper.dev/skip; would {action.value}: {reason}",
+        )
+    return Decision(
+        Rule.FAILED_MPIJOB_RUNNING, action, job.kind.kind, job.namespace, job.name, job.uid, reason, job.ref
+    )
+
+
 def unbounded_restart_replicas(job: Job) -> tuple[str, ...]:
     """Replica types whose failed pods restart in place with no backoffLimit to stop them."""
     if job.backoff_limit is not None:

@@ -160,6 +160,10 @@ class Job:
     # Why podsweeper must not suspend this job (another controller drives its suspend), if so.
     suspend_blocked: str | None = None
     created: datetime | None = None
+    # Failed, but its operator still runs it (MPIJob v2beta1 Failed without completionTime,
+    # kinds.Launcher): since when, and the condition's reason. `finished` stays None for it.
+    failed_unsettled_at: datetime | None = None
+    failed_reason: str = ""
 
     @property
     def ref(self) -> JobRef:

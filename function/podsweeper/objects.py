@@ -183,6 +183,7 @@ class PodObject(_Model):
 class Condition(_Model):
     type: str
     status: str
+    reason: str | None = None
     lastTransitionTime: datetime | None = None
     lastUpdateTime: datetime | None = None
 
@@ -403,9 +404,19 @@ def job_from(obj: JobObject) -> Job:
     declared = sum(1 if s.replicas is None else s.replicas for s in specs.values())
     finished, finished_at, suspended = _finished(obj.status)
     launcher = kind.launches(obj.apiVersion.rpartition("/")[2])
-    if launcher is not None and not (obj.status and obj.status.completionTime):
+    unsettled_at, failed_reason = None, ""
+    status = obj.status
+    if (
+        launcher is not None
+        and status
+        and finished == kind.finished_conditions[1]
+        and not status.completionTime
+    ):
         # Failed without completionTime (a worker evicted, mpi-operator#647): the operator still
         # reconciles it and re-creates any pod deleted. Not finished, for the pod rules.
+        unsettled_at = finished_at or obj.metadata.creationTimestamp
+        failed = [c for c in status.conditions or () if c.type == finished and c.status == "True"]
+        failed_reason = failed[0].reason or "" if failed else ""
         finished, finished_at = None, None
     return Job(
         kind=kind,
@@ -423,6 +434,8 @@ def job_from(obj: JobObject) -> Job:
         active_deadline_seconds=run_policy.activeDeadlineSeconds,
         restart_policies=restart,
         declared_replicas=declared,
+        failed_unsettled_at=unsettled_at,
+        failed_reason=failed_reason,
         suspend_blocked=_suspend_blocked(
             kind,
             obj.metadata.labels or {},

@@ -227,6 +227,8 @@ class Pipeline:
         replaced = job is not None and work.ref.uid is not None and job.uid != work.ref.uid
         owner = None if replaced else job  # a same-named new job does not own the old pods
         note = None
+        if owner is not None and (unsettled := engine.failed_mpijob_running(owner, now, self.settings)):
+            decisions.append(unsettled)
         if job is None or job.finished or replaced or work.reason.lists_pods:
             pods = cluster.list_job_pods(work.ref, all_label_sets=work.all_label_sets)
             # A launcher pod (MPIJob v2beta1) is the job's only if its batch Job, read now, is.
@@ -339,7 +341,8 @@ class Pipeline:
                 for decision in listed:
                     if decision.action in WASTING:
                         leftover[(decision.namespace, decision.rule.value)] += decision.gpus
-                if not any(d.action is not Action.SKIP for d in listed):
+                unsettled = key in jobs and jobs[key].failed_unsettled_at is not None  # its pass decides
+                if not unsettled and not any(d.action is not Action.SKIP for d in listed):
                     continue
                 # Pods labelled only the pre-v1.6 way: the pass must list both label sets.
                 legacy = not has_current_labels(pod.labels)

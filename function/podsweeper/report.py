@@ -26,11 +26,13 @@ WARNING_REASONS = {
     Rule.NO_BACKOFF_LIMIT: "NoBackoffLimit",
     Rule.UNBOUNDED_JOBSET_RESTARTS: "UnboundedJobSetRestarts",
     Rule.FINISHED_TRAINJOB_RESTARTED: "TrainJobRestartedAfterFinish",
+    Rule.FAILED_MPIJOB_RUNNING: "FailedMPIJobStillRunning",
 }
 # The Event podsweeper writes when it suspends a job, by the rule that did.
 SUSPEND_REASONS = {
     Rule.CRASH_LOOP: "CrashLoopSuspended",
     Rule.FINISHED_TRAINJOB_RESTARTED: "RestartedTrainJobSuspended",
+    Rule.FAILED_MPIJOB_RUNNING: "FailedMPIJobSuspended",
 }
 
 

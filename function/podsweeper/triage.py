@@ -98,7 +98,7 @@ def _triage_job(verb: Verb, job: Job) -> JobPass | Ignored:
         return JobPass(job.ref, PassReason.DELETED)
     # Only a new job is checked for unbounded restarts; the pass decides on the fresh job.
     check_backoff = verb is Verb.ADD and bool(unbounded_restart_replicas(job))
-    if job.finished and not job.suspended:
+    if (job.finished or job.failed_unsettled_at) and not job.suspended:
         return JobPass(job.ref, PassReason.FINISHED, check_backoff=check_backoff)
     if check_backoff:
         return JobPass(job.ref, PassReason.ADDED, check_backoff=True)

@@ -155,9 +155,11 @@ def test_function_clusterrole_grants_exactly_what_the_function_uses():
     }
     # Every training job: read to see whether it finished (GET), listed by the sweep (LIST).
     # A chained job (TrainJob) is also suspended (patch) by rule finished-trainjob-restarted,
-    # by default; a v1 job only with the opt-in overlays/crashloop-suspend.
+    # by default, and a kind with a launcher (MPIJob v2beta1) by rule failed-mpijob-running;
+    # any other v1 job only with the opt-in overlays/crashloop-suspend.
     expected |= {
-        (k.group, k.plural): {"get", "list", *(("patch",) if k.chain else ())} for k in kinds.TRAINING_KINDS
+        (k.group, k.plural): {"get", "list", *(("patch",) if k.chain or k.launcher else ())}
+        for k in kinds.TRAINING_KINDS
     }
     # A chain's links (JobSet, batch Job): read, listed, and deleted by the v2 rules.
     expected |= {(link.group, link.plural): {"get", "list", "delete"} for link in kinds.LINKS}

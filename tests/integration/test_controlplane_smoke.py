@@ -211,6 +211,8 @@ ACCESS = [
     # (JobSet, batch Job) are read and deleted (with a uid precondition, by rule orphan),
     # never created or changed.
     *[("patch", kind.group, kind.plural, "", True) for kind in kinds.TRAINING_KINDS if kind.chain],
+    # mpi-operator: an MPIJob Failed but still run by its operator is suspended (merge patch).
+    *[("patch", kind.group, kind.plural, "", True) for kind in kinds.TRAINING_KINDS if kind.launcher],
     *[
         (verb, kind.group, kind.plural, "", False)
         for kind in kinds.TRAINING_KINDS

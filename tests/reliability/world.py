@@ -192,6 +192,10 @@ def render_job(spec: JobSpec) -> dict:
                 for t, s in spec.conditions
             ]
         }
+        if spec.api_version == "kubeflow.org/v2beta1" and any(s == "True" for _, s in spec.conditions):
+            # The mpi-operator settles a finished MPIJob with completionTime (from its launcher
+            # Job); one Failed without it is still run (rule failed-mpijob-running, unit-tested).
+            obj["status"]["completionTime"] = builders.stamp(T0)
     return obj
 
 

@@ -93,16 +93,61 @@ def test_647_workers_left_running_after_the_launcher_failed_are_deleted():
     }
 
 
-def test_647_failed_by_eviction_without_completion_time_is_left_to_the_operator():
-    """Failed (MPIJobEvicted) but no completionTime: the operator still reconciles the job and
-    re-creates any worker or launcher Job deleted (measured), so no pod is deleted."""
-    mj = mpijob(policy="Running", conditions=(("Created", at(0)), ("Failed", at(30))))
+EVICTED = (("Created", at(0)), ("Failed", at(30)))
+
+
+def evicted_world(**job_kw):
+    """Failed (MPIJobEvicted) but no completionTime: the launcher Job is still active."""
+    mj = mpijob(policy="Running", conditions=EVICTED, **job_kw)
+    mj["status"]["conditions"][-1]["reason"] = "MPIJobEvicted"
     job = launcher_job(mj)
     pods = [worker(mj, 0), worker(mj, 1, phase="Failed"), launcher_pod(job, "pi", phase="Running")]
-    cluster = world(mj, [job], pods)
-    assert parse_job(mj).finished is None
-    outcome = handle(cluster, event("update", mj, at(31)))
-    assert deleted(outcome) == {} and len(cluster.pods) == 3
+    return mj, world(mj, [job], pods)
+
+
+def test_647_failed_without_completion_time_is_not_finished_for_the_pod_rules():
+    mj, _ = evicted_world()
+    job = parse_job(mj)
+    assert job.finished is None and job.failed_unsettled_at == at(30) and job.failed_reason == "MPIJobEvicted"
+
+
+def test_647_evicted_mpijob_is_suspended_not_its_pods_deleted():
+    """The operator re-creates any worker or launcher Job deleted (measured): no pod is deleted;
+    after the operator's grace the MPIJob is suspended, which the operator honours for good."""
+    mj, cluster = evicted_world()
+    within = handle(cluster, event("update", mj, at(31)), now=at(31))
+    assert within.applied == [] and len(cluster.pods) == 3
+    outcome = handle(cluster, event("update", mj, at(61)), now=at(61))
+    assert [(a.decision.rule, a.decision.kind, a.result) for a in outcome.applied] == [
+        (Rule.FAILED_MPIJOB_RUNNING, "MPIJob", Result.SUSPENDED)
+    ]
+    assert "MPIJobEvicted" in outcome.applied[0].decision.reason
+    assert len(cluster.pods) == 3, "the operator, not podsweeper, removes the pods of a suspended job"
+    assert handle(cluster, event("update", mj, at(62)), now=at(62)).applied == []  # suspended now
+
+
+def test_647_sweep_finds_the_evicted_mpijob():
+    _, cluster = evicted_world()
+    outcome = handle(cluster, ping(at(700)))
+    assert [(a.decision.rule, a.result) for a in outcome.applied] == [
+        (Rule.FAILED_MPIJOB_RUNNING, Result.SUSPENDED)
+    ]
+
+
+def test_647_suspend_is_a_warning_for_kueue_and_a_skip_when_opted_out_and_nothing_in_dry_run():
+    mj, cluster = evicted_world()
+    mj["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "q"}
+    cluster.observe("update", parse_job(mj))
+    outcome = handle(cluster, event("update", mj, at(700)))
+    assert [(a.decision.action.value, a.result) for a in outcome.applied] == [("warn", Result.WARNED)]
+    mj, cluster = evicted_world(annotations={"podsweeper.dev/skip": "true"})
+    assert [a.decision.action.value for a in handle(cluster, event("update", mj, at(700))).applied] == [
+        "skip"
+    ]
+    mj, cluster = evicted_world()
+    outcome = handle(cluster, event("update", mj, at(700)), dry_run=True)
+    assert [a.result for a in outcome.applied] == [Result.DRY_RUN]
+    assert not cluster.jobs[parse_job(mj).ref.key].suspended
 
 
 def test_launcher_pod_of_an_active_batch_job_is_never_deleted():
