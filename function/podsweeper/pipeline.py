@@ -336,8 +336,10 @@ class Pipeline:
                 # The version the pod's owner or the listed job names (an MPIJob may be v2beta1).
                 version = pod.job.api_version or (jobs[key].api_version if key in jobs else None)
                 ref = JobRef(pod.job.kind, pod.namespace, pod.job.name, None, version)
-                # (a launcher pod's Job is proven by the pass, not here: launchers=None)
-                listed = engine.decide_pods(ref, jobs.get(key), [pod], now, self.settings, launchers=None)
+                # A launcher pod of a listed job is proven by the pass (launchers=None), not here;
+                # one whose job is not listed is nobody's to nominate (its Job may be anyone's).
+                launchers = None if key in jobs else frozenset()
+                listed = engine.decide_pods(ref, jobs.get(key), [pod], now, self.settings, launchers)
                 for decision in listed:
                     if decision.action in WASTING:
                         leftover[(decision.namespace, decision.rule.value)] += decision.gpus
