@@ -338,7 +338,7 @@ class Pipeline:
                 ref = JobRef(pod.job.kind, pod.namespace, pod.job.name, None, version)
                 # A launcher pod of a listed job is proven by the pass (launchers=None), not here;
                 # one whose job is not listed is nobody's to nominate (its Job may be anyone's).
-                launchers = None if key in jobs else frozenset()
+                launchers: frozenset[str] | None = None if key in jobs else frozenset()
                 listed = engine.decide_pods(ref, jobs.get(key), [pod], now, self.settings, launchers)
                 for decision in listed:
                     if decision.action in WASTING:
