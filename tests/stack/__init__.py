@@ -262,6 +262,7 @@ class Stack:
         log=sys.stderr,
         kubelet_delay: float = 0.0,
         ping_schedule: str | None = None,
+        source_manifest: Path | None = None,
     ):
         self.cp = control_plane
         self.namespaces = [namespace] if isinstance(namespace, str) else list(namespace)
@@ -282,6 +283,8 @@ class Stack:
         self.adapter = None
         self.kubelets: list[Kubelet] = []
         self.ping_schedule = ping_schedule
+        # The ApiServerSource the adapter runs (default: the shipped one; e.g. an overlay's).
+        self.source_manifest = source_manifest
         self.ping = None  # tests.adapter.ping.PingDispatcher, while ticks are on
         self.pingsource: dict | None = None  # the PingSource as the API server has it
 
@@ -340,14 +343,14 @@ class Stack:
 
     def start_adapter(self, mode: str | None = None):
         """(Re)start the receive adapter, e.g. in another mode; returns once it is watching."""
-        from tests.adapter.launcher import ReceiveAdapter, source_config
+        from tests.adapter.launcher import SHIPPED_SOURCE, ReceiveAdapter, source_config
 
         self.stop_adapter()
         self.mode = mode or self.mode
         source_kubeconfig = self.cp.write_kubeconfig(self.workdir / "kubeconfig-source", "source")
         self.adapter = ReceiveAdapter(
             source_kubeconfig,
-            source_config(self.watched, self.mode),
+            source_config(self.watched, self.mode, self.source_manifest or SHIPPED_SOURCE),
             self.function.url,
             workdir=self.workdir,
             log=self.log,
