@@ -14,7 +14,7 @@ from podsweeper.intake import parse_event
 from podsweeper.model import JobRef
 from podsweeper.objects import parse_job, parse_pod, parse_workload
 from podsweeper.pipeline import Pipeline
-from tests.fixtures.builders import at, event, ping, split
+from tests.fixtures.builders import at, event, ping, split, stamp
 from tests.fixtures.mpi import launcher_job, launcher_pod, mpijob, worker
 
 SUCCEEDED = (("Created", at(0)), ("Running", at(2)), ("Succeeded", at(30)))
@@ -198,3 +198,21 @@ def test_opt_out_and_dry_run_hold_for_the_launcher():
     assert [a.decision.action.value for a in outcome.applied] == ["skip"]
     outcome = handle(world(mj, [job], [launcher_pod(job, "pi")]), event("update", mj, at(31)), dry_run=True)
     assert [a.result for a in outcome.applied] == [Result.DRY_RUN]
+
+
+def test_stuck_terminating_never_force_deletes_a_launcher_pod():
+    """Its batch Job is not read on that path, so it cannot be proven the MPIJob's: left alone
+    (the workers, which the MPIJob controls, are covered as for any v1 job)."""
+    from datetime import timedelta
+
+    from podsweeper.engine import stuck_terminating
+    from podsweeper.model import Node
+
+    mj = mpijob(policy="All", conditions=SUCCEEDED, completed=at(30))
+    settings = Settings(stuck_terminating_seconds=60)
+    lost = Node("kwok-node-0", "Unknown", at(0))
+    for raw in (launcher_pod(launcher_job(mj, conditions=("Complete",)), "pi"), worker(mj, 0)):
+        raw["metadata"]["deletionTimestamp"] = stamp(at(100))
+        pod = parse_pod(raw)
+        decision = stuck_terminating(pod, lost, parse_job(mj), at(100) + timedelta(seconds=120), settings)
+        assert (decision is not None) == (pod.via is None), pod.name
