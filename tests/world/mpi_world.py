@@ -43,9 +43,12 @@ def operator_args() -> list[str]:
 
 
 def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET6 if socket.has_ipv6 else socket.AF_INET, socket.SOCK_STREAM) as s:
+    """Whether a listener could bind `:port` now, as Go's net/http does (SO_REUSEADDR set; a
+    wildcard IPv4 bind also fails when a dual-stack [::] listener holds the port)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind(("", port))
+            s.bind(("0.0.0.0", port))
         except OSError:
             return False
     return True
