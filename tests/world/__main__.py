@@ -1,7 +1,9 @@
 """`python -m tests.world --kubeconfig PATH`: the real Kubeflow world for manual runs and scripts.
 
 Starts the control plane, kube-controller-manager, kube-scheduler, kwok with its GPU nodes and
-the training operator (with `--trainer` also the JobSet and Kubeflow Trainer v2 controllers);
+the training operator (with `--trainer` also the JobSet and Kubeflow Trainer v2 controllers,
+with `--volcano` Volcano, with `--mpi-operator` the mpi-operator instead of the training
+operator's MPIJob);
 writes an admin kubeconfig, prints `READY` on stdout and runs until
 SIGTERM/SIGINT, then stops every component. Exits non-zero (with a log tail) if one dies.
 """
@@ -34,6 +36,16 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also run the JobSet v0.12.0 and Kubeflow Trainer v2.3.0 controllers (TrainJobs run)",
     )
+    parser.add_argument(
+        "--volcano",
+        action="store_true",
+        help="also run Volcano v1.10.0 (scheduler, controller manager); the operator gang-schedules with it",
+    )
+    parser.add_argument(
+        "--mpi-operator",
+        action="store_true",
+        help="serve MPIJob v2beta1 by the mpi-operator v0.8.0 (the training operator then runs no MPIJobs)",
+    )
     args = parser.parse_args(argv)
 
     stop_on_signals()
@@ -43,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
             gpus_per_node=args.gpus_per_node,
             webhooks=not args.no_webhooks,
             trainer=args.trainer,
+            volcano=args.volcano,
+            mpi_operator=args.mpi_operator,
         ) as world:
             world.control_plane.write_kubeconfig(args.kubeconfig, "admin")
             print("READY", flush=True)
