@@ -45,8 +45,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "failed-not-finished",
         "objects.py",
-        'finished = "Failed" if "Failed" in true else "Succeeded"',
-        'finished = None if "Failed" in true else "Succeeded"',
+        "finished = failure if failure in true else success if success in true else None",
+        "finished = None if failure in true else success if success in true else None",
         "a job with a Failed condition is treated as not finished",
     ),
     Mutant(
@@ -59,8 +59,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "delete-terminating",
         "engine.py",
-        "pod.job is not None and not pod.foreign_controller and not pod.terminating and",
-        "pod.job is not None and not pod.foreign_controller and",
+        "        and not pod.foreign_controller\n        and not pod.terminating\n",
+        "        and not pod.foreign_controller\n",
         "pods already terminating are deleted again",
     ),
     Mutant(
@@ -108,8 +108,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "foreign-controller-claimed",
         "ownership.py",
-        "        if kind is None:\n            return Ownership(None, foreign_controller=True)",
-        "        if kind is None:\n            pass",
+        "            return _launched(namespace, controller, labels) or _chained(namespace, controller, labels)\n",
+        "            pass\n",
         "a pod another controller owns is claimed by its training labels",
     ),
     Mutant(
