@@ -84,6 +84,30 @@ def _made_again(job: Job, top: Workload) -> bool:
     return (top.created - job.created).total_seconds() >= FIRST_JOBSET_WITHIN_SECONDS
 
 
+def _finish_seen(job: Job, top: Workload | None, erased: bool, now: datetime) -> FinishMark | None:
+    """The finish of a chained job to remember: the one the fresh read shows, with the JobSet it
+    finished with (its own, unless that one was made after the finish); or, `erased`, the one
+    the event showed and Trainer has removed since.
+
+    Trainer v2.3.0 derives Failed from the JobSet and drops it once the JobSet is gone, making a
+    new one: under JobSet ttlSecondsAfterFinished 0 a TrainJob is Failed for ~50 ms, and the pass
+    of that event can read it after (measured). Failed is the only finish it erases."""
+    if job.finished is not None:
+        if top is None:
+            return None
+        owned = top.controller is not None and top.controller.uid == job.uid
+        made_after = job.finished_at is not None and top.created is not None and top.created > job.finished_at
+        return FinishMark(job.finished, job.finished_at, top.uid if owned and not made_after else "")
+    if not erased:
+        return None
+    failed = job.kind.finished_conditions[-1]
+    if top is None:  # between the old JobSet's delete and the new one: what comes next is new
+        return FinishMark(failed, now.replace(microsecond=0), "")
+    if top.terminating or top.finished:  # the JobSet it failed with, on its way out
+        return FinishMark(failed, None, top.uid)
+    return FinishMark(failed, top.created, "")  # the JobSet made again already
+
+
 @dataclass
 class Pipeline:
     cluster: Cluster
@@ -257,18 +281,18 @@ class Pipeline:
         middles = tuple(cluster.list_workloads(chain.links[-1], ref.namespace, selector))
         pods = tuple(cluster.list_job_pods(ref))
         mark = None
-        if job is not None and top is not None and not job.suspended:
+        # The event showed the job finished; read now, the same job no longer is: Trainer erased it.
+        erased = (
+            work.reason is PassReason.FINISHED
+            and job is not None
+            and job.finished is None
+            and job.uid == work.ref.uid
+        )
+        if job is not None and not job.suspended and (top is not None or erased):
             mark = cluster.read_finish_mark(job.ref)
-            if job.finished is not None and (
-                mark is None or (mark.condition, mark.at) != (job.finished, job.finished_at)
-            ):
-                # Remember the finish: Trainer may erase it (a Failed TrainJob restarted).
-                # The JobSet it finished with: its own, unless that one was made after the finish.
-                owned = top.controller is not None and top.controller.uid == job.uid
-                made_after = (
-                    job.finished_at is not None and top.created is not None and top.created > job.finished_at
-                )
-                mark = FinishMark(job.finished, job.finished_at, top.uid if owned and not made_after else "")
+            seen = _finish_seen(job, top, erased and mark is None, now)
+            if seen is not None and (mark is None or (mark.condition, mark.at) != (seen.condition, seen.at)):
+                mark = seen  # remembered: Trainer may erase the finish (a Failed TrainJob restarted)
                 cluster.write_finish_mark(job.ref, mark)
         lineage = Lineage(ref, job, top, middles, pods, mark)
         decisions = decide_lineage(lineage, now, self.settings, check_new=work.check_backoff)

@@ -470,6 +470,13 @@ def test_b_orphan_jobset_of_a_deleted_trainjob_is_deleted(scenes, record_propert
     results = sorted(d["result"] for d in acted(scenes.stack.function, ns))
     assert results.count("deleted") == 1 and set(results) <= {"deleted", "gone"}, results
     assert k.trainjob("orph") is None
+    (cleaned,) = k.core.list_namespaced_event(ns, field_selector="reason=PodsCleanedUp").items
+    assert (cleaned.type, cleaned.involved_object.kind, cleaned.involved_object.name) == (
+        "Normal",
+        "TrainJob",
+        "orph",
+    )
+    assert "JobSet orph [orphan]" in cleaned.message and "2 GPU(s) freed" in cleaned.message, cleaned.message
     record(record_property, "orphan_jobset_deleted_after_s", js.deleted - orphaned)
     record(record_property, "orphan_jobset_last_pod_gone_after_s", last_pod - orphaned)
     say(
@@ -538,6 +545,11 @@ def test_c_orphan_job_blocking_the_new_jobset_is_deleted(scenes, record_property
     assert got == {("orphan", "delete", "Job", old_job)}, got
     results = sorted(d["result"] for d in acted(scenes.stack.function, ns))
     assert results.count("deleted") == 1 and set(results) <= {"deleted", "gone", "conflict"}, results
+    (cleaned,) = k.core.list_namespaced_event(ns, field_selector="reason=PodsCleanedUp").items
+    assert cleaned.involved_object.uid == tj["metadata"]["uid"], cleaned.involved_object
+    assert "Job clash-node-0 [orphan]" in cleaned.message and "2 GPU(s) freed" in cleaned.message, (
+        cleaned.message
+    )
     figures = {
         "old_job_deleted_after_s": old.deleted - orphaned,
         "new_job_created_after_s": job.added - orphaned,

@@ -17,7 +17,7 @@ from podsweeper.model import Verb
 from podsweeper.objects import parse_job, parse_pod, parse_workload
 from podsweeper.pipeline import Pipeline
 from tests.fixtures import trainer as v2
-from tests.fixtures.builders import at, event, ping, split
+from tests.fixtures.builders import at, event, ping, split, stamp
 
 FINISHED = [("Complete", at(50))]
 
@@ -84,6 +84,54 @@ def test_a_failed_trainjob_restarted_by_trainer_is_suspended():
     assert cluster.jobs[("TrainJob", "team-a", "tj")].suspended
     # Suspended, it is left alone: nothing more is decided.
     assert handle(cluster, event("update", new, at(57)), now=57).applied == []
+
+
+@pytest.mark.parametrize("read_now", ["new JobSet", "old JobSet terminating", "no JobSet"])
+def test_a_failed_condition_erased_before_the_pass_reads_it_is_still_caught(read_now):
+    """JobSet TTL 0 (measured on Trainer v2.3.0): the TrainJob is Failed for ~50 ms, until the
+    TTL's delete and the new JobSet; the pass of the event that showed Failed may read it after.
+    The event is the proof it finished: its record is kept from it, and the restart is caught."""
+    failed = v2.trainjob(conditions=[("Failed", at(50))])
+    old = v2.jobset(failed, conditions=[("Failed", at(50))])
+    again = v2.trainjob()  # same uid, Failed erased
+    new = v2.jobset(again, created=at(51), generation="-2")
+    job = v2.batch_job(new)
+    pods = [v2.pod(job, 0), v2.pod(job, 1)]
+    state = {
+        "new JobSet": [new, job, *pods],
+        "old JobSet terminating": [
+            {**old, "metadata": {**old["metadata"], "deletionTimestamp": stamp(at(50))}}
+        ],
+        "no JobSet": [],
+    }[read_now]
+    cluster = world(again, *state)
+    first = handle(cluster, event("update", failed, at(50)), now=51)
+    (mark,) = cluster.finish_marks.values()
+    assert mark.condition == "Failed"
+    if read_now == "new JobSet":
+        assert decided(first) == [
+            (Rule.FINISHED_TRAINJOB_RESTARTED, Action.SUSPEND, "TrainJob", "tj", Result.SUSPENDED)
+        ]
+        return
+    assert first.applied == []
+    if state:
+        cluster.observe(Verb.DELETE, parse_workload(state[0]))
+    for obj in (new, job, *pods):
+        cluster.observe(Verb.ADD, parse_pod(obj) if obj["kind"] == "Pod" else parse_workload(obj))
+    outcome = handle(cluster, event("add", new, at(51)), now=52)
+    assert decided(outcome) == [
+        (Rule.FINISHED_TRAINJOB_RESTARTED, Action.SUSPEND, "TrainJob", "tj", Result.SUSPENDED)
+    ]
+
+
+def test_an_unfinished_trainjob_event_keeps_no_record():
+    """Only a finish the event or the fresh read shows is kept: a running TrainJob's gets none."""
+    tj = v2.trainjob()
+    js = v2.jobset(tj, created=at(51), generation="-2")
+    cluster = world(tj, js)
+    assert handle(cluster, event("update", tj, at(52)), now=52).applied == []
+    assert handle(cluster, event("add", js, at(52)), now=52).applied == []
+    assert not cluster.finish_marks
 
 
 def test_a_jobset_made_after_the_finish_still_shown_is_caught_without_a_record():
