@@ -119,11 +119,14 @@ def _restarted_after_finish(lineage: Lineage, settings: Settings) -> Decision | 
     v2.2.0 a Complete one too, #2981). Deleting that JobSet only gets it made again within
     ~20 ms, suspending the JobSet is undone by Trainer within ~0.1 s: only the TrainJob's own
     spec.suspend stops it (measured). What says it had finished is its condition if still
-    there, else podsweeper's own record of the finish (FinishMark).
+    there, else podsweeper's own record of the finish (FinishMark). A JobSet suspended and
+    resumed since is one a person chose to run again (spec.suspend false on the TrainJob).
     """
     job, top = lineage.job, lineage.live_top
     if job is None or top is None or job.suspended or top.suspended:
         return None
+    if top.resumed:
+        return None  # suspended, then resumed by a person (spec.suspend false): let it run
     mark = lineage.finish_mark
     if mark is not None:
         restarted = top.uid != mark.top_uid if mark.top_uid else _after(top, mark.at)

@@ -222,6 +222,8 @@ class Workload:
     created: datetime | None = None
     finished: str | None = None  # a Completed/Failed (JobSet) or Complete/Failed (Job) condition
     suspended: bool = False
+    # Suspended once and running again (JobSet writes Suspended=False only on a resume).
+    resumed: bool = False
     # JobSet failurePolicy rule actions that restart without counting against maxRestarts.
     unbounded_restart_actions: tuple[str, ...] = ()
     resource_version: str = ""

@@ -580,6 +580,10 @@ def workload_from(obj: WorkloadObject, listed: kinds.Link | None = None) -> Work
         created=meta.creationTimestamp,
         finished=finished,
         suspended=suspended or spec.suspend is True,
+        resumed=any(
+            c.type == "Suspended" and c.status == "False"
+            for c in (obj.status or JobStatus()).conditions or ()
+        ),
         unbounded_restart_actions=actions,
         resource_version=meta.resourceVersion,
     )

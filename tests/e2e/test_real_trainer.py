@@ -707,3 +707,15 @@ def test_z_every_effect_stays_for_two_minutes(scenes, record_property):
         f"OUTSIDE made {len(looped_out)} new JobSets in the window, DRY {len(looped_dry)}; module {time.time() - scenes.started:.0f}s"
     )
     assert not problems, "\n".join(problems)
+
+
+def test_zz_a_suspended_restart_resumed_by_hand_runs(scenes):
+    """The docs' way to run a suspended TrainJob again: spec.suspend false. Trainer resumes the
+    JobSet it suspended; the backstop sweep must not take that for another restart."""
+    t, k, ns = scenes.timeline, scenes.k["restart"], NS["restart"]
+    k.patch(TRAINER, "trainjobs", "loop", {"spec": {"suspend": False}})
+    wait_for("its pods Running again", lambda: k.running("loop"), 30)
+    note = ping(scenes.stack.function)["note"]
+    say(f"resumed by hand: JobSets {len(t.of(ns, 'JobSet'))}, sweep said {note!r}")
+    time.sleep(1.0)
+    assert not suspended(k.trainjob("loop")), [d["result"] for d in acted(scenes.stack.function, ns)]

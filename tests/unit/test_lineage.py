@@ -22,8 +22,9 @@ from tests.fixtures.builders import at, event, ping, split, stamp
 FINISHED = [("Complete", at(50))]
 
 
-def world(*objs) -> SimulatedCluster:
-    cluster = SimulatedCluster()
+def world(*objs, cluster: SimulatedCluster | None = None) -> SimulatedCluster:
+    """A simulated cluster holding objs (added to `cluster` if given)."""
+    cluster = cluster or SimulatedCluster()
     for obj in objs:
         if obj["kind"] == "Pod":
             cluster.observe(Verb.ADD, parse_pod(obj))
@@ -122,6 +123,24 @@ def test_a_failed_condition_erased_before_the_pass_reads_it_is_still_caught(read
     assert decided(outcome) == [
         (Rule.FINISHED_TRAINJOB_RESTARTED, Action.SUSPEND, "TrainJob", "tj", Result.SUSPENDED)
     ]
+
+
+def test_a_suspended_restart_resumed_by_a_person_is_left_to_run():
+    """The way to run it again is spec.suspend false: Trainer resumes the JobSet podsweeper
+    stopped, and JobSet marks it Suspended=False (measured: without this the next sweep
+    suspended it again). A JobSet made again after a later finish has no such mark."""
+    failed = v2.trainjob(conditions=[("Failed", at(50))])
+    cluster = world(failed, v2.jobset(failed))
+    handle(cluster, event("update", failed, at(50)), now=51)
+    resumed = v2.jobset(v2.trainjob(), created=at(55), generation="-2")
+    resumed["status"]["conditions"] = [
+        {"type": "Suspended", "status": "False", "reason": "ResumeJobs", "lastTransitionTime": stamp(at(90))}
+    ]
+    job = v2.batch_job(resumed)
+    world(v2.trainjob(), resumed, job, v2.pod(job, 0), cluster=cluster)
+    assert handle(cluster, ping(at(100)), now=100).applied == []
+    assert handle(cluster, event("update", resumed, at(100)), now=100).applied == []
+    assert not cluster.jobs[("TrainJob", "team-a", "tj")].suspended
 
 
 def test_an_unfinished_trainjob_event_keeps_no_record():
