@@ -750,8 +750,16 @@ def _check_kind(stack, k: K, kind: str, uids: dict[str, str]) -> str:
         0.02,
     )
     after = time.time() - parse_time(done["lastTransitionTime"])
-    got = {d["uid"]: (d["rule"], d["result"]) for d in deleted(stack, ns).values()}
-    assert got == {u: ("finished-job-active-pod", "deleted") for u in uids}, got
+    expected = {u: ("finished-job-active-pod", "deleted") for u in uids}
+
+    def logged() -> dict:
+        return {d["uid"]: (d["rule"], d["result"]) for d in deleted(stack, ns).values()}
+
+    # The pod is gone once the API answered the delete; the decision line follows a moment later.
+    deadline = time.monotonic() + 5
+    while (got := logged()) != expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert got == expected, got
     if keeper:
         time.sleep(0.3)
         kept = k.pods(ns, "job").get(keeper)

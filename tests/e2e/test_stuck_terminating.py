@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import tempfile
 import time
 import uuid
 from datetime import UTC, datetime
@@ -122,7 +123,9 @@ class Scene:
         self.rbac = client.RbacAuthorizationV1Api(self.api)
         self.lost_at: datetime | None = None
         self.swept_at: datetime | None = None
-        self.workdir = Path(world.workdir or ".")
+        # Not under the world's workdir, which World.stop removes: the security suite reads
+        # every served function's log at the end of the run.
+        self.workdir = Path(tempfile.mkdtemp(prefix="podsweeper-stuck-"))
 
     def pods(self) -> dict[str, dict]:
         body = json.loads(self.core.list_namespaced_pod(NS, _preload_content=False).data)
