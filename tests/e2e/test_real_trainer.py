@@ -10,9 +10,10 @@ as shipped), so both ways the events carry the v2 objects are used.
 Every scenario is started at once by the module fixture `scenes`; each test then checks its
 rule's trigger -> effect, and notes when its namespace settled. The last test watches all of
 them for STAY seconds past the latest of those moments: one shared two-minute window, not one
-per rule. What happened when comes from a cluster-wide watch (Timeline), which misses no object
-however briefly it lived; what the function decided comes from its decision log lines and its
-Events. Figures are printed (`-s`) and recorded as junit properties.
+per rule; after it, the suspended restart is resumed by hand, as the docs tell users to, and a
+sweep must leave it running. What happened when comes from a cluster-wide watch (Timeline),
+which misses no object however briefly it lived; what the function decided comes from its
+decision log lines and its Events. Figures are printed (`-s`) and recorded as junit properties.
 
 Settings: PODSWEEPER_ORPHAN_GRACE_SECONDS=5 (JobSets are made older than that before their
 TrainJob is orphan-deleted, so the delete event itself finds them); the restarted TrainJobs run
