@@ -339,7 +339,7 @@ def scenes(real):
         ):  # 1: fails, its JobSet's TTL runs out, made again
             ttl = 0 if key == "restart-ttl0" else TTL
             runtime = k[key].runtime_copy("torch-ttl", ttlSecondsAfterFinished=ttl)
-            create_on_copy(k[key], trainjob("loop", exit_code="1", run_for="1s", runtime=runtime))
+            k[key].create_trainjob(trainjob("loop", exit_code="1", run_for="1s", runtime=runtime))
         for key in ("orphan-jobset", "dry"):  # 2: the TrainJob orphan-deleted
             k[key].create_trainjob(trainjob("orph", run_for="1h"))
         k["background"].create_trainjob(trainjob("gc", run_for="1h"))  # 2': deleted as usual
@@ -354,7 +354,7 @@ def scenes(real):
         )
         plain.batch.create_namespaced_job(plain.ns, plain_job("plain-job", CRASH))
         runtime = k["unbounded"].runtime_copy("torch-unbounded", failurePolicy=unbounded_failure_policy())
-        create_on_copy(k["unbounded"], trainjob("forever", run_for="1h", runtime=runtime))
+        k["unbounded"].create_trainjob(trainjob("forever", run_for="1h", runtime=runtime))
 
         deletes = (("orphan-jobset", "orph"), ("dry", "orph"), ("orphan-job", "clash"), ("background", "gc"))
         for key, name in deletes:
@@ -373,23 +373,6 @@ def scenes(real):
         yield s
     finally:
         dry.stop()
-
-
-def create_on_copy(k: Cluster, job: dict) -> None:
-    """Create a TrainJob on a runtime copy just made: Trainer's webhook looks the runtime up in
-    its informer cache, which may not have it yet ("not found", 403): try again shortly."""
-    from kubernetes.client.rest import ApiException
-
-    def created() -> bool:
-        try:
-            k.create_trainjob(job)
-        except ApiException as error:
-            if error.status == 403 and "not found" in str(error.body):
-                return False
-            raise
-        return True
-
-    wait_for(f"{k.ns}: Trainer's webhook to know the runtime", created, 10, 0.1)
 
 
 def record(record_property, name: str, value: float) -> None:

@@ -8,6 +8,7 @@ copy, `Cluster.runtime_copy`): 2 nodes x 1 GPU, its pods behaving as the kwok st
 from __future__ import annotations
 
 import copy
+import time
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -59,8 +60,17 @@ class Cluster:
             client.CustomObjectsApi(api),
         )
 
-    def create_trainjob(self, job: dict) -> dict:
-        return self.custom.create_namespaced_custom_object(*TRAINER, self.ns, "trainjobs", job)
+    def create_trainjob(self, job: dict, timeout: float = 10.0) -> dict:
+        """Create it; on a runtime copy just made, Trainer's webhook may not know the runtime
+        yet (it looks it up in its informer cache: 403 "not found"), so that is tried again."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.custom.create_namespaced_custom_object(*TRAINER, self.ns, "trainjobs", job)
+            except ApiException as error:
+                if error.status != 403 or "not found" not in str(error.body) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.1)
 
     def runtime_copy(self, name: str, **jobset_spec) -> dict:
         """A namespaced TrainingRuntime: torch-distributed with extra JobSet spec fields."""
