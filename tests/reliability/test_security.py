@@ -375,7 +375,7 @@ DELETABLE = {("/api/v1", "pods")} | {
 
 
 @pytest.mark.integration
-def test_the_shipped_rbac_cannot_read_secrets_or_delete_anything_but_pods(
+def test_the_shipped_rbac_cannot_read_secrets_or_delete_what_no_rule_names(
     control_plane, admin_api, namespace
 ):
     admin, function = (session(control_plane, user) for user in ("admin", "function"))
