@@ -17,6 +17,12 @@ silent" agrees with each):
 * a suspended job's pods are left alone even if the job also shows a finished condition;
 * the opt-out annotation counts when its value is "true" in any letter case; a deleted
   job's annotation no longer protects its orphans (the sweep could not know it);
+* the mpi-operator's launcher (MPIJob v2beta1, specs of mpi_world.py): a pod controlled by
+  the batch Job `<name>-launcher` and labelled with the job's name and `operator-name:
+  mpi-operator` is named only when that Job (read now) is controlled by the MPIJob of that
+  name (kind and uid; the MPIJob served at v2beta1) and has finished (Complete or Failed
+  "True"), and is not terminating; then the pod rules apply as to any pod of the job, with no
+  operator grace (the operator never deletes a launcher pod); never `orphan`;
 * liveness is owed only for pods the API can find by label (`training.kubeflow.org/job-name`,
   or the pre-v1.6 `group-name: kubeflow.org` + `job-name`) under the name of their job:
   behaviour.md has the function LIST a job's pods by label.
@@ -62,6 +68,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from tests.reliability.mpi_world import LauncherJobSpec
 from tests.reliability.trainer_world import TrainJobSpec, WorkloadSpec
 from tests.reliability.world import T0, JobSpec, PodSpec
 
@@ -92,6 +99,7 @@ FINISHED_TRAINJOB_RESTARTED = "finished-trainjob-restarted"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 TRAINER_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"  # a TrainJob's own managedBy
 ORPHAN = "orphan"
+MPI_OPERATOR = "mpi-operator"
 DEFAULT_GRACE = 30  # PODSWEEPER_OPERATOR_GRACE_SECONDS and PODSWEEPER_ORPHAN_GRACE_SECONDS
 
 
@@ -132,8 +140,23 @@ def belongs(pod: PodSpec) -> tuple[str, str, str | None] | None:
     return kind, name, None
 
 
+def launcher_of(pod: PodSpec) -> str | None:
+    """The MPIJob name of a launcher pod (controlled by the batch Job `<name>-launcher`,
+    labelled job-name `<name>` and operator-name mpi-operator), or None."""
+    owner, name = controller_of(pod), pod.label(JOB_NAME)
+    if owner is None or not name or pod.label(OPERATOR_NAME) != MPI_OPERATOR:
+        return None
+    return (
+        name
+        if (owner.api_version, owner.kind, owner.name) == ("batch/v1", BATCH_JOB, name + "-launcher")
+        else None
+    )
+
+
 def findable(pod: PodSpec) -> bool:
     """Can a LIST by label under the owning job's name return this pod?"""
+    if launcher_of(pod) is not None:
+        return True  # labelled job-name: its job's name
     owner = belongs(pod)
     if owner is None:
         return False
@@ -275,21 +298,53 @@ class World:
             return GONE
         return UNKNOWN
 
-    def named(self, pod: PodSpec, now: datetime) -> tuple[str, str] | None:
+    def launcher_job(self, pod: PodSpec, proven: bool = True) -> JobSpec | None:
+        """The MPIJob (v2beta1) whose launcher pod this is, if its batch Job proves it;
+        `proven=False`: whatever the batch Job is (the near misses of the coverage)."""
+        name = launcher_of(pod)
+        job = self.jobs.get(("MPIJob", pod.namespace, name)) if name else None
+        if job is None or job.api_version != "kubeflow.org/v2beta1":
+            return None
+        link = self.workloads.get((BATCH_JOB, pod.namespace, name + "-launcher"))
+        if not proven:
+            return job
+        ok = (
+            isinstance(link, LauncherJobSpec)
+            and link.uid == pod.owner.uid
+            and not link.terminating
+            and link.finished in ("Complete", "Failed")
+            and controlled_by(link, "MPIJob", job.uid)
+        )
+        return job if ok else None
+
+    def named(self, pod: PodSpec, now: datetime, proven: bool = True) -> tuple[str, str] | None:
         """(rule, action) the rules name for this pod now; action delete / warn / skip."""
-        if not self.allowed(pod.namespace) or pod.terminating or belongs(pod) is None:
+        if not self.allowed(pod.namespace) or pod.terminating:
+            return None
+        if launcher_of(pod) is not None:  # never an orphan; no operator grace
+            job = self.launcher_job(pod, proven)
+            if job is None or suspended(job):
+                return None
+            return self._pod_rules(pod, job, now)
+        if belongs(pod) is None:
             return None
         job = self.job_of(pod)
         if job == UNKNOWN:
             return None
-        named = None
         if job == GONE:
             age = None if pod.created is None else (now - pod.created).total_seconds()
-            if age is not None and age >= self.settings["orphan_grace_seconds"]:
-                named = ("orphan", "delete")
-        elif suspended(job) or (finished(job) and self.left_to_operator(job, pod, now)):
+            if age is None or age < self.settings["orphan_grace_seconds"]:
+                return None
+            return ("orphan", "skip" if is_true(pod.skip) else "delete")
+        if suspended(job) or (finished(job) and self.left_to_operator(job, pod, now)):
             return None
-        elif finished(job) and pod.phase in ("Pending", "Running") and self.settings["sweep_active_pods"]:
+        return self._pod_rules(pod, job, now)
+
+    def _pod_rules(self, pod: PodSpec, job: JobSpec, now: datetime) -> tuple[str, str] | None:
+        """The first pod rule that names a pod of this existing job, not suspended, whose
+        operator's cleanup is not waited for."""
+        named = None
+        if finished(job) and pod.phase in ("Pending", "Running") and self.settings["sweep_active_pods"]:
             named = ("finished-job-active-pod", "delete")
         elif (
             finished(job)
@@ -306,7 +361,7 @@ class World:
             named = ("crash-loop", self.settings["crashloop_action"])
         if named is None:
             return None
-        opted_out = is_true(pod.skip) or (job != GONE and is_true(job.skip))
+        opted_out = is_true(pod.skip) or is_true(job.skip)
         return (named[0], "skip") if opted_out else named
 
     def left_to_operator(self, job: JobSpec, pod: PodSpec, now: datetime) -> bool:

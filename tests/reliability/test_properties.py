@@ -29,6 +29,11 @@ delete and TrainJob suspend/warning the rules name; after the final sweep no Job
 rules name for deletion is left, and no TrainJob the rules name for a suspend runs on.
 Deleting a JobSet or Job takes what it controls with it, in the oracle's world too.
 
+MPIJob v2beta1 launcher chains (mpi_world.py) go through the pod judgments above: a launcher
+pod is named only when its batch Job is its MPIJob's and finished. Launcher Jobs are world
+changes the shipped source never sends: the live harness's API server has them and the
+function is never notified of them; the replay's stream never holds them.
+
 Where the function is known to disagree (KNOWN BUG 1-4, at the end of this file), the
 harnesses tolerate exactly that disagreement, count it in the figures, and a strict xfail
 pins its minimal stream.
@@ -59,6 +64,7 @@ from podsweeper.pipeline import Pipeline
 from podsweeper.replay import replay
 from tests.reliability import figures
 from tests.reliability import world as world_tables
+from tests.reliability.mpi_world import LauncherJobSpec, unwatched
 from tests.reliability.oracle import (
     BATCH_JOB,
     FINISHED_TRAINJOB_RESTARTED,
@@ -71,6 +77,7 @@ from tests.reliability.oracle import (
     controlled_by,
     findable,
     is_true,
+    launcher_of,
 )
 from tests.reliability.trainer_world import ChainPodSpec, TrainJobSpec, WorkloadSpec
 from tests.reliability.world import (
@@ -304,6 +311,8 @@ def check_outcome(
                 f"{d.namespace}/{d.name}: function decided {rule}/{action}, the rules name "
                 f"{world.named(pod, now)} (pod {pod}, its job {world.job_of(pod)}, now {now})"
             )
+            if launcher_of(pod):
+                figures.add(f"property: launcher pod decisions judged ({rule} / {action})")
             if action == "delete":
                 assert result in (("dry-run",) if dry_run else ("deleted", "deferred")), result
                 if result == "deleted":
@@ -373,7 +382,8 @@ def final_pings(scenario: Scenario, count: int) -> list[WorldEvent]:
 
 
 def replay_and_check(scenario: Scenario, stream: list[WorldEvent], label: str) -> None:
-    stream = stream + final_pings(scenario, 1)
+    # What the shipped source never sends (a launcher Job's changes) no recorded stream holds.
+    stream = [e for e in stream if not unwatched(e.spec)] + final_pings(scenario, 1)
     config = Settings(**scenario.settings)
     rendered: dict[int, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -486,6 +496,8 @@ def test_live_notifications_late_duplicated_or_lost_then_sweep(scenario, rng: ra
     schedule: dict[int, list[tuple[int, str]]] = {}
     for index, e in enumerate(events):
         copies = rng.choices([0, 1, 2, 3], weights=[3, 10, 3, 1])[0]
+        if unwatched(e.spec):
+            copies = 0  # a launcher Job: the shipped source does not watch it; the API server has it
         mode = "ref" if e.spec is not None and rng.random() < 0.25 else "resource"
         for _ in range(copies):
             schedule.setdefault(index + rng.randint(0, 6), []).append((index, mode))
@@ -635,6 +647,30 @@ V2_RULES_NAMED = (
 )
 # (finished-trainjob-restarted / skip is the rarest: an opted-out TrainJob restarted after a
 # finish of its own; ~6 of 1,000 once records of earlier same-named jobs stopped counting)
+# MPIJob v2beta1 launcher chains (mpi_world.py), told from the specs.
+LAUNCHER_CASES = (
+    [
+        f"launcher Job controlled by {whose}"
+        for whose in ("its MPIJob", "nothing", "another MPIJob uid", "another kind")
+    ]
+    + [f"launcher Job {state}" for state in ("active", "Complete", "Failed")]
+    + [f"launcher pod phase {phase}" for phase in ("Pending", "Running", "Succeeded", "Failed")]
+    + ["launcher pod terminating", "launcher pod opted out"]
+    + [
+        f"launcher pod: the rules name {named}"
+        for named in (
+            "finished-job-active-pod / delete",
+            "finished-job-active-pod / skip",
+            "clean-pod-policy-all / delete",
+            "clean-pod-policy-all / skip",
+        )
+    ]
+    + [
+        "launcher pod left alone: its Job still runs",
+        "launcher pod left alone: its Job is not the MPIJob's",
+        "launcher pod of a deleted MPIJob (never an orphan)",
+    ]
+)
 V2_NAMED_AT_LEAST = 5  # scenarios (of COVERAGE_EXAMPLES) in which each v2 named case occurs
 EVERY_CASE = frozenset(
     [f"job kind {kind}" for kind in world_tables.KINDS]
@@ -694,6 +730,7 @@ EVERY_CASE = frozenset(
     + [f"the rules name {named}" for named in RULES_NAMED]
     + list(V2_CASES)
     + [f"the rules name {named}" for named in V2_RULES_NAMED]
+    + list(LAUNCHER_CASES)
 )
 
 
@@ -759,7 +796,9 @@ def generated_cases(scenario: Scenario) -> set[str]:
             cases.add("PingSource tick within the stream")
             continue
         cases.add(f"event in namespace {spec.namespace}")
-        if isinstance(spec, (TrainJobSpec, WorkloadSpec, ChainPodSpec)):
+        if isinstance(spec, LauncherJobSpec) or (isinstance(spec, PodSpec) and launcher_of(spec)):
+            cases |= launcher_event_cases(spec)
+        elif isinstance(spec, (TrainJobSpec, WorkloadSpec, ChainPodSpec)):
             cases |= v2_event_cases(e, world, v2_history)
         elif isinstance(spec, JobSpec):
             cases.add(f"job kind {spec.kind}")
@@ -845,11 +884,53 @@ def generated_cases(scenario: Scenario) -> set[str]:
             named = world.named(pod, e.time)
             if named is not None:
                 cases.add(f"the rules name {named[0]} / {named[1]}")
+            if launcher_of(pod):
+                cases |= launcher_named_cases(pod, named, world, e.time)
             elif with_active_pods.named(pod, e.time) == ("finished-job-active-pod", "delete"):
                 cases.add("finished job's active pod kept because PODSWEEPER_SWEEP_ACTIVE_PODS=false")
     if world.chain_lineages() - v2_history["shown"]:
         cases.add("v2: JobSet or Job of a TrainJob the stream never shows")
     return cases
+
+
+def launcher_event_cases(spec) -> set[str]:
+    """The MPIJob launcher cases one change shows: its batch Job's controller and state, its pod."""
+    if isinstance(spec, LauncherJobSpec):
+        owner = spec.owner
+        whose = (
+            "nothing"
+            if owner is None
+            else "another kind"
+            if owner.kind != "MPIJob"
+            else "its MPIJob"
+            if owner.uid + "-launcher" == spec.uid
+            else "another MPIJob uid"
+        )
+        return {f"launcher Job controlled by {whose}", f"launcher Job {spec.finished or 'active'}"}
+    cases = {f"launcher pod phase {spec.phase}"}
+    if spec.terminating:
+        cases.add("launcher pod terminating")
+    if is_true(spec.skip):
+        cases.add("launcher pod opted out")
+    return cases
+
+
+def launcher_named_cases(pod: PodSpec, named, world: World, now) -> set[str]:
+    """What the rules name for a launcher pod now, and the near misses: a pod the rules would
+    name if its batch Job were the MPIJob's finished launcher, or its MPIJob still there."""
+    if named is not None:
+        return {f"launcher pod: the rules name {named[0]} / {named[1]}"}
+    if pod.terminating or not world.allowed(pod.namespace):
+        return set()
+    if ("MPIJob", pod.namespace, launcher_of(pod)) in world.gone:
+        return {"launcher pod of a deleted MPIJob (never an orphan)"}
+    if world.named(pod, now, proven=False) is None:
+        return set()
+    link = world.workloads.get((BATCH_JOB, pod.namespace, launcher_of(pod) + "-launcher"))
+    job = world.jobs[("MPIJob", pod.namespace, launcher_of(pod))]
+    if link is not None and controlled_by(link, "MPIJob", job.uid) and link.finished is None:
+        return {"launcher pod left alone: its Job still runs"}
+    return {"launcher pod left alone: its Job is not the MPIJob's"}
 
 
 def v2_event_cases(e: WorldEvent, world: World, history: dict) -> set[str]:

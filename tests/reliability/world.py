@@ -12,7 +12,8 @@ each other. `base_stream` merges all tracks by time, with PingSource ticks in be
 
 Kubeflow Trainer v2 lineages (TrainJob -> JobSet -> batch Job -> Pod) and their look-alikes
 are mixed into the same streams, in the same namespaces and under the same names; their specs
-and stories are in trainer_world.py (which builds on this module's specs).
+and stories are in trainer_world.py (which builds on this module's specs). So are MPIJob
+v2beta1 launcher chains (MPIJob -> batch Job `<name>-launcher` -> Pod, mpi_world.py).
 """
 
 from __future__ import annotations
@@ -486,8 +487,17 @@ def scenarios(draw, settings=None) -> Scenario:
             PodSpec(**{**s, "created": created if s["created"] == "at-add" else s["created"]}) for s in states
         ]
         pod_lives[key] = track(specs, deleted, t)
-    # Trainer v2 lineages and their look-alikes, in the same namespaces and under the same names.
-    from tests.reliability import trainer_world  # it builds on this module's specs
+    # MPIJob v2beta1 launcher chains (a key no MPIJob line above has), and Trainer v2 lineages
+    # and their look-alikes, in the same namespaces and under the same names.
+    from tests.reliability import mpi_world, trainer_world  # they build on this module's specs
+
+    mpi_taken = {(ns, name) for _, kind, ns, name in lines if kind == "MPIJob"}
+    for index in range(draw(st.sampled_from([0, 1, 1, 2]))):
+        items = draw(mpi_world.launcher_line(index, frozenset(mpi_taken)))
+        mpi_taken.add((items[0][2].namespace, items[0][2].name))
+        for t, verb, spec in items:
+            timed.append((t, order, verb, spec))
+            order += 1
 
     v2, taken = [], set()
     for index in range(draw(st.sampled_from([0, 1, 1, 2]))):

@@ -1,0 +1,145 @@
+"""MPIJob v2beta1 launcher chains for the generated worlds: MPIJob -> batch Job `<name>-launcher` -> Pod.
+
+Shaped like tests/fixtures/mpi.py (mpi-operator v0.8.0): the launcher pod is controlled by
+the batch Job `<name>-launcher` and labelled `training.kubeflow.org/job-name: <name>` and
+`operator-name: mpi-operator`; the batch Job is controlled by the MPIJob, or, in a
+look-alike, by nothing, by another MPIJob uid or by another kind. The Job runs on or
+finishes (Complete/Failed).
+
+The shipped ApiServerSource does not watch launcher Jobs, so their changes are world
+changes only (`unwatched`): the live harness applies them to its API server and never
+delivers them; a replay never sees them, so it can never prove a launcher pod (nor may it
+decide one). The MPIJob always settles with completionTime here (world.render_job): a
+v2beta1 MPIJob Failed without it (rule failed-mpijob-running) is not generated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import timedelta
+
+from hypothesis import strategies as st
+
+from tests.fixtures import builders
+from tests.reliability.trainer_world import WorkloadSpec
+from tests.reliability.world import (
+    JOB_NAMES,
+    NAMESPACES,
+    SKIP_VALUES,
+    T0,
+    JobSpec,
+    OwnerSpec,
+    PodSpec,
+    container_spec,
+)
+
+V2BETA1 = "kubeflow.org/v2beta1"
+SUFFIX = "-launcher"
+OPERATOR = "mpi-operator"
+JOB_OWNERS = ("own",) * 6 + ("none", "other-uid", "other-kind")
+CONDITIONS_RUNNING = ((("Created", "True"),), (("Created", "True"), ("Running", "True")))
+CONDITIONS_DONE = (
+    (("Created", "True"), ("Running", "False"), ("Succeeded", "True")),
+    (("Created", "True"), ("Running", "False"), ("Failed", "True")),
+)
+CLEAN = ("All", "All", "All", "None", "Running", None)
+
+
+@dataclass(frozen=True)
+class LauncherJobSpec(WorkloadSpec):
+    """A batch Job named like an MPIJob's launcher; `finished`: Complete or Failed, or None."""
+
+    finished: str | None = None
+
+    def render(self) -> dict:
+        obj = super().render()
+        obj["metadata"].pop("labels", None)
+        obj["spec"] = {"backoffLimit": 0, "template": {"spec": {"containers": [{"name": "c"}]}}}
+        obj["status"] = (
+            {
+                "conditions": [
+                    {"type": self.finished, "status": "True", "lastTransitionTime": builders.stamp(T0)}
+                ]
+            }
+            if self.finished
+            else {"active": 1}
+        )
+        return obj
+
+
+def unwatched(spec) -> bool:
+    """A change the shipped source never sends (a launcher Job's)."""
+    return isinstance(spec, LauncherJobSpec)
+
+
+@st.composite
+def launcher_line(draw, index: int, taken: frozenset) -> list[tuple[int, str, object]]:
+    """One MPIJob v2beta1 (a key no other MPIJob line has), its launcher Job and that Job's pod."""
+    free = [(ns, name) for ns in NAMESPACES for name in JOB_NAMES if (ns, name) not in taken]
+    ns, name = draw(st.sampled_from(free))
+    items: list[tuple[int, str, object]] = []
+    uid = f"mpi-{index}-{ns}-{name}"
+    base = dict(
+        kind="MPIJob",
+        api_version=V2BETA1,
+        namespace=ns,
+        name=name,
+        uid=uid,
+        run_policy_clean=draw(st.sampled_from(CLEAN)),
+        top_level_clean=None,
+        backoff_limit=draw(st.sampled_from([None, 0])),
+        active_deadline=None,
+        restart_policy=None,
+    )
+    t = draw(st.integers(0, 400))
+    skip = draw(st.sampled_from(SKIP_VALUES))
+    items.append((t, "add", JobSpec(**base, skip=skip, conditions=draw(st.sampled_from(CONDITIONS_RUNNING)))))
+    shape = draw(st.sampled_from(JOB_OWNERS))
+    owner = {
+        "own": OwnerSpec(V2BETA1, "MPIJob", name, uid, True),
+        "none": None,
+        "other-uid": OwnerSpec(V2BETA1, "MPIJob", name, f"{uid}-earlier", True),
+        "other-kind": OwnerSpec("batch/v1", "CronJob", name, f"{uid}-cron", True),
+    }[shape]
+    job = LauncherJobSpec("Job", ns, name + SUFFIX, f"{uid}-launcher", T0 + timedelta(seconds=t), owner)
+    items.append((t + 1, "add", job))
+    pod_states = [draw(st.sampled_from(["Pending", "Running"]))]
+    finishes = draw(st.integers(0, 3)) > 0
+    t_done = t + draw(st.integers(5, 300))
+    if finishes:
+        how = draw(st.sampled_from(CONDITIONS_DONE))
+        items.append(
+            (t_done, "update", JobSpec(**base, skip=draw(st.sampled_from(SKIP_VALUES)), conditions=how))
+        )
+        if draw(st.integers(0, 2)):  # the launcher Job finished (else it runs on: unproven)
+            done = "Complete" if how[-1][0] == "Succeeded" else "Failed"
+            items.append((t_done, "update", replace(job, finished=done)))
+            pod_states.append(draw(st.sampled_from(["Succeeded", "Failed", "Failed", "Running"])))
+    pod_base = dict(
+        namespace=ns,
+        name=f"{name}{SUFFIX}-{index}",
+        uid=f"{uid}-launcher-pod",
+        owner=OwnerSpec("batch/v1", "Job", job.name, job.uid, True),
+        labels=(
+            ("training.kubeflow.org/job-name", name),
+            ("training.kubeflow.org/job-role", "launcher"),
+            ("training.kubeflow.org/operator-name", OPERATOR),
+        ),
+        created=T0 + timedelta(seconds=t + 2),
+    )
+    terminating = False
+    for position, phase in enumerate(pod_states):
+        terminating = terminating or draw(st.integers(0, 9)) == 0
+        pod = PodSpec(
+            **pod_base,
+            phase=phase,
+            containers=tuple(draw(st.lists(container_spec(), max_size=1))),
+            skip=draw(st.sampled_from(SKIP_VALUES)),
+            terminating=terminating,
+        )
+        at = t + 2 if position == 0 else t_done + draw(st.integers(0, 20))
+        items.append((at, "add" if position == 0 else "update", pod))
+    if draw(st.integers(0, 4)) == 0:  # the MPIJob deleted (the collector takes its Job and pod later)
+        last = [spec for _, _, spec in items if isinstance(spec, JobSpec)][-1]
+        items.append((t_done + draw(st.integers(30, 200)), "delete", last))
+    return items
