@@ -9,8 +9,10 @@ finishes (Complete/Failed).
 The shipped ApiServerSource does not watch launcher Jobs, so their changes are world
 changes only (`unwatched`): the live harness applies them to its API server and never
 delivers them; a replay never sees them, so it can never prove a launcher pod (nor may it
-decide one). The MPIJob always settles with completionTime here (world.render_job): a
-v2beta1 MPIJob Failed without it (rule failed-mpijob-running) is not generated.
+decide one). The MPIJob runs, finishes (completionTime set), or is marked Failed without
+completionTime while its launcher runs on (a worker evicted, mpi-operator#647; rule
+failed-mpijob-running), maybe settling later when its launcher fails by itself; Kueue may
+queue it.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ CONDITIONS_DONE = (
     (("Created", "True"), ("Running", "False"), ("Succeeded", "True")),
     (("Created", "True"), ("Running", "False"), ("Failed", "True")),
 )
+EVICTED = (("Created", "True"), ("Running", "False"), ("Failed", "True"))
+FATES = ("runs", "done", "done", "done", "done", "done", "evicted", "evicted")
 CLEAN = ("All", "All", "All", "None", "Running", None)
 
 
@@ -90,6 +94,7 @@ def launcher_line(draw, index: int, taken: frozenset) -> list[tuple[int, str, ob
         backoff_limit=draw(st.sampled_from([None, 0])),
         active_deadline=None,
         restart_policy=None,
+        queued=draw(st.integers(0, 2)) == 0,
     )
     t = draw(st.integers(0, 400))
     skip = draw(st.sampled_from(SKIP_VALUES))
@@ -104,14 +109,21 @@ def launcher_line(draw, index: int, taken: frozenset) -> list[tuple[int, str, ob
     job = LauncherJobSpec("Job", ns, name + SUFFIX, f"{uid}-launcher", T0 + timedelta(seconds=t), owner)
     items.append((t + 1, "add", job))
     pod_states = [draw(st.sampled_from(["Pending", "Running"]))]
-    finishes = draw(st.integers(0, 3)) > 0
+    fate = draw(st.sampled_from(FATES))
     t_done = t + draw(st.integers(5, 300))
-    if finishes:
+    if fate == "evicted":  # Failed without completionTime (mpi-operator#647): the launcher runs on
+        evicted = JobSpec(**base, skip=draw(st.sampled_from(SKIP_VALUES)), conditions=EVICTED, settled=False)
+        items.append((t_done, "update", replace(evicted, since=T0 + timedelta(seconds=t_done))))
+        if draw(st.booleans()):  # the launcher fails by itself later: the job settles
+            t_done += draw(st.integers(10, 200))
+            items.append((t_done, "update", replace(evicted, settled=True)))
+            items.append((t_done, "update", replace(job, finished="Failed")))
+            pod_states.append(draw(st.sampled_from(["Failed", "Running"])))
+    elif fate == "done":
         how = draw(st.sampled_from(CONDITIONS_DONE))
-        items.append(
-            (t_done, "update", JobSpec(**base, skip=draw(st.sampled_from(SKIP_VALUES)), conditions=how))
-        )
-        if draw(st.integers(0, 2)):  # the launcher Job finished (else it runs on: unproven)
+        done_job = JobSpec(**base, skip=draw(st.sampled_from(SKIP_VALUES)), conditions=how)
+        items.append((t_done, "update", replace(done_job, since=T0 + timedelta(seconds=t_done))))
+        if draw(st.booleans()):  # the launcher Job finished (else it runs on: unproven)
             done = "Complete" if how[-1][0] == "Succeeded" else "Failed"
             items.append((t_done, "update", replace(job, finished=done)))
             pod_states.append(draw(st.sampled_from(["Succeeded", "Failed", "Failed", "Running"])))

@@ -17,6 +17,9 @@ silent" agrees with each):
 * a suspended job's pods are left alone even if the job also shows a finished condition;
 * the opt-out annotation counts when its value is "true" in any letter case; a deleted
   job's annotation no longer protects its orphans (the sweep could not know it);
+* failed-mpijob-running: an MPIJob v2beta1 Failed without completionTime is not finished
+  for the pod rules; once Failed for the operator grace (its condition's time), not
+  suspended, it is suspended; a warning instead when Kueue queues it; skip when it opts out;
 * the mpi-operator's launcher (MPIJob v2beta1, specs of mpi_world.py): a pod controlled by
   the batch Job `<name>-launcher` and labelled with the job's name and `operator-name:
   mpi-operator` is named only when that Job (read now) is controlled by the MPIJob of that
@@ -108,7 +111,15 @@ def is_true(value: str | None) -> bool:
 
 
 def finished(job: JobSpec) -> bool:
-    return any(t in ("Succeeded", "Failed") and s == "True" for t, s in job.conditions)
+    """Succeeded or Failed "True"; not an MPIJob v2beta1 Failed without completionTime."""
+    return any(t in ("Succeeded", "Failed") and s == "True" for t, s in job.conditions) and not unsettled(job)
+
+
+def unsettled(job: JobSpec) -> bool:
+    """An MPIJob v2beta1 Failed without completionTime: its operator still runs it."""
+    return (
+        job.api_version == "kubeflow.org/v2beta1" and ("Failed", "True") in job.conditions and not job.settled
+    )
 
 
 def suspended(job: JobSpec) -> bool:
@@ -371,7 +382,25 @@ class World:
         policy = clean_pod_policy(job)
         owned = policy == "All" or (policy == "Running" and pod.phase in ("Pending", "Running"))
         grace = self.settings.get("operator_grace_seconds", 30)
-        return owned and (now - T0).total_seconds() < grace
+        return owned and (now - (job.since or T0)).total_seconds() < grace
+
+    def failed_running(self, job: JobSpec, now: datetime) -> str | None:
+        """Rule failed-mpijob-running: the action (suspend / warn / skip) for an MPIJob v2beta1
+        Failed without completionTime, not suspended, Failed for the operator grace or longer."""
+        if not self.allowed(job.namespace) or not unsettled(job) or suspended(job):
+            return None
+        grace = self.settings.get("operator_grace_seconds", DEFAULT_GRACE)
+        if (now - (job.since or T0)).total_seconds() < grace:
+            return None
+        return "skip" if is_true(job.skip) else "warn" if job.queued else "suspend"
+
+    def podsweeper_suspended_job(self, kind: str, namespace: str, name: str, uid: str) -> None:
+        """podsweeper set the job's runPolicy.suspend (until the stream shows it again)."""
+        found = self.jobs.get((kind, namespace, name))
+        assert found is not None and found.uid == uid, (
+            f"suspended {kind} {namespace}/{name} uid {uid}: not in the world"
+        )
+        self.jobs[found.key] = replace(found, conditions=found.conditions + (("Suspended", "True"),))
 
     def warns_no_backoff_limit(self, job: JobSpec) -> bool | None:
         """True/False when behaviour.md decides; None when it depends on an unstated default."""

@@ -32,7 +32,11 @@ Deleting a JobSet or Job takes what it controls with it, in the oracle's world t
 MPIJob v2beta1 launcher chains (mpi_world.py) go through the pod judgments above: a launcher
 pod is named only when its batch Job is its MPIJob's and finished. Launcher Jobs are world
 changes the shipped source never sends: the live harness's API server has them and the
-function is never notified of them; the replay's stream never holds them.
+function is never notified of them; the replay's stream never holds them. A failed-mpijob-running
+decision (an MPIJob v2beta1 Failed without completionTime) must be exactly the action the rules
+name for the job then; a suspend is applied to the oracle's world. No sweep is required to make
+one: the sweep nominates such a job only through a pod it lists (docs/rules.md says every listed
+such job).
 
 Where the function is known to disagree (KNOWN BUG 1-4, at the end of this file), the
 harnesses tolerate exactly that disagreement, count it in the figures, and a strict xfail
@@ -76,8 +80,10 @@ from tests.reliability.oracle import (
     World,
     controlled_by,
     findable,
+    finished,
     is_true,
     launcher_of,
+    unsettled,
 )
 from tests.reliability.trainer_world import ChainPodSpec, TrainJobSpec, WorkloadSpec
 from tests.reliability.world import (
@@ -328,6 +334,20 @@ def check_outcome(
             assert result in (("warned", "already-warned") if action == "warn" else (None,)), (action, result)
         elif d.kind == TRAINJOB:
             check_trainjob_decision(world, d, result, now, dry_run=dry_run)
+        elif rule == "failed-mpijob-running":
+            job = world.jobs.get((d.kind, d.namespace, d.name))
+            assert job is not None and job.uid == d.uid, f"decision about a job not in the world: {d}"
+            named = world.failed_running(job, now)
+            assert named == action, (
+                f"{d.kind} {d.namespace}/{d.name}: decided {action}, the rules name {named} ({job}; now {now})"
+            )
+            expected = {
+                "suspend": ("dry-run",) if dry_run else ("suspended",),
+                "warn": ("warned", "already-warned"),
+            }
+            assert result in expected.get(action, (None,)), (action, result)
+            if result == "suspended":
+                world.podsweeper_suspended_job(d.kind, d.namespace, d.name, d.uid)
         else:
             assert (rule, d.kind) == ("no-backoff-limit", d.job.kind.kind) and action in ("warn", "skip"), d
             job = world.jobs.get((d.kind, d.namespace, d.name))
@@ -660,16 +680,20 @@ LAUNCHER_CASES = (
         f"launcher pod: the rules name {named}"
         for named in (
             "finished-job-active-pod / delete",
-            "finished-job-active-pod / skip",
             "clean-pod-policy-all / delete",
-            "clean-pod-policy-all / skip",
         )
     ]
+    + ["launcher pod: opted out of a rule the rules name"]
     + [
         "launcher pod left alone: its Job still runs",
         "launcher pod left alone: its Job is not the MPIJob's",
         "launcher pod of a deleted MPIJob (never an orphan)",
+        "MPIJob v2beta1 Failed without completionTime",
+        "MPIJob v2beta1 settled after Failed without completionTime",
+        "MPIJob queued by Kueue",
+        "Failed MPIJob without completionTime within the operator grace",
     ]
+    + [f"the rules name failed-mpijob-running / {action}" for action in ("suspend", "warn", "skip")]
 )
 V2_NAMED_AT_LEAST = 5  # scenarios (of COVERAGE_EXAMPLES) in which each v2 named case occurs
 EVERY_CASE = frozenset(
@@ -788,7 +812,7 @@ def generated_cases(scenario: Scenario) -> set[str]:
         job_uids.setdefault(job.key, {})[job.uid] = None
     pod_uids: dict[tuple, set[str]] = {}
     with_active_pods = World({**chosen, "sweep_active_pods": True}, live=False)
-    without_grace = World({**chosen, "orphan_grace_seconds": 0}, live=False)
+    without_grace = World({**chosen, "orphan_grace_seconds": 0, "operator_grace_seconds": 0}, live=False)
     v2_history: dict[str, dict] = {"uids": {}, "finished": set(), "shown": set()}
     for e in scenario.events:
         spec = e.spec
@@ -837,6 +861,12 @@ def generated_cases(scenario: Scenario) -> set[str]:
                 cases.add("job annotation that is no opt-out (false or empty)")
             if e.verb == "delete":
                 cases.add("job deleted")
+            if unsettled(spec):
+                cases.add("MPIJob v2beta1 Failed without completionTime")
+            elif spec.key in world.jobs and unsettled(world.jobs[spec.key]) and finished(spec):
+                cases.add("MPIJob v2beta1 settled after Failed without completionTime")
+            if spec.queued:
+                cases.add("MPIJob queued by Kueue")
             if len(job_uids[spec.key]) > 1:
                 cases.add("job re-created with another uid")
             if len(job_kinds[(spec.namespace, spec.name)]) > 1:
@@ -884,10 +914,16 @@ def generated_cases(scenario: Scenario) -> set[str]:
             named = world.named(pod, e.time)
             if named is not None:
                 cases.add(f"the rules name {named[0]} / {named[1]}")
-            if launcher_of(pod):
-                cases |= launcher_named_cases(pod, named, world, e.time)
             elif with_active_pods.named(pod, e.time) == ("finished-job-active-pod", "delete"):
                 cases.add("finished job's active pod kept because PODSWEEPER_SWEEP_ACTIVE_PODS=false")
+            if launcher_of(pod):
+                cases |= launcher_named_cases(pod, named, world, e.time)
+        for job in world.jobs.values():
+            action = world.failed_running(job, e.time)
+            if action is not None:
+                cases.add(f"the rules name failed-mpijob-running / {action}")
+            elif without_grace.failed_running(job, e.time) is not None:
+                cases.add("Failed MPIJob without completionTime within the operator grace")
     if world.chain_lineages() - v2_history["shown"]:
         cases.add("v2: JobSet or Job of a TrainJob the stream never shows")
     return cases
@@ -919,7 +955,11 @@ def launcher_named_cases(pod: PodSpec, named, world: World, now) -> set[str]:
     """What the rules name for a launcher pod now, and the near misses: a pod the rules would
     name if its batch Job were the MPIJob's finished launcher, or its MPIJob still there."""
     if named is not None:
-        return {f"launcher pod: the rules name {named[0]} / {named[1]}"}
+        return {
+            f"launcher pod: the rules name {named[0]} / delete"
+            if named[1] == "delete"
+            else "launcher pod: opted out of a rule the rules name"
+        }
     if pod.terminating or not world.allowed(pod.namespace):
         return set()
     if ("MPIJob", pod.namespace, launcher_of(pod)) in world.gone:

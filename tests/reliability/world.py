@@ -85,6 +85,11 @@ class JobSpec:
     restart_policy: str | None
     skip: str | None
     conditions: tuple[tuple[str, str], ...]
+    # An MPIJob v2beta1's status.completionTime: set once its launcher Job finished. False: a
+    # worker evicted marked it Failed without one (rule failed-mpijob-running, mpi_world.py).
+    settled: bool = True
+    queued: bool = False  # Kueue's queue-name label: Kueue drives its suspend
+    since: datetime | None = None  # when its conditions turned (None: T0)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -187,16 +192,19 @@ def render_job(spec: JobSpec) -> dict:
                     "status": s,
                     "reason": f"{spec.kind}{t}",
                     "message": "generated",
-                    "lastUpdateTime": builders.stamp(T0),
-                    "lastTransitionTime": builders.stamp(T0),
+                    "lastUpdateTime": builders.stamp(spec.since or T0),
+                    "lastTransitionTime": builders.stamp(spec.since or T0),
                 }
                 for t, s in spec.conditions
             ]
         }
-        if spec.api_version == "kubeflow.org/v2beta1" and any(s == "True" for _, s in spec.conditions):
+        settled = spec.settled and any(s == "True" for _, s in spec.conditions)
+        if spec.api_version == "kubeflow.org/v2beta1" and settled:
             # The mpi-operator settles a finished MPIJob with completionTime (from its launcher
-            # Job); one Failed without it is still run (rule failed-mpijob-running, unit-tested).
-            obj["status"]["completionTime"] = builders.stamp(T0)
+            # Job); one Failed without it is still run (rule failed-mpijob-running).
+            obj["status"]["completionTime"] = builders.stamp(spec.since or T0)
+    if spec.queued:
+        obj["metadata"].setdefault("labels", {})["kueue.x-k8s.io/queue-name"] = "team-queue"
     return obj
 
 
@@ -491,14 +499,6 @@ def scenarios(draw, settings=None) -> Scenario:
     # and their look-alikes, in the same namespaces and under the same names.
     from tests.reliability import mpi_world, trainer_world  # they build on this module's specs
 
-    mpi_taken = {(ns, name) for _, kind, ns, name in lines if kind == "MPIJob"}
-    for index in range(draw(st.sampled_from([0, 1, 1, 2]))):
-        items = draw(mpi_world.launcher_line(index, frozenset(mpi_taken)))
-        mpi_taken.add((items[0][2].namespace, items[0][2].name))
-        for t, verb, spec in items:
-            timed.append((t, order, verb, spec))
-            order += 1
-
     v2, taken = [], set()
     for index in range(draw(st.sampled_from([0, 1, 1, 2]))):
         v2.append(draw(trainer_world.trainer_line(index, frozenset(taken))))
@@ -512,6 +512,14 @@ def scenarios(draw, settings=None) -> Scenario:
     for _ in range(draw(st.integers(0, 3))):
         timed.append((draw(st.integers(0, 1500)), order, "ping", None))
         order += 1
+    # Drawn last, so the draws above (and the cases they reach) stay what they were without them.
+    mpi_taken = {(ns, name) for _, kind, ns, name in lines if kind == "MPIJob"}
+    for index in range(draw(st.sampled_from([0, 1, 2]))):
+        items = draw(mpi_world.launcher_line(index, frozenset(mpi_taken)))
+        mpi_taken.add((items[0][2].namespace, items[0][2].name))
+        for t, verb, spec in items:
+            timed.append((t, order, verb, spec))
+            order += 1
     timed.sort(key=lambda item: (item[0], item[1]))
     events = [
         WorldEvent(verb, spec, T0 + timedelta(seconds=t), seq) for seq, (t, _, verb, spec) in enumerate(timed)
