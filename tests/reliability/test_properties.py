@@ -38,9 +38,10 @@ name for the job then; a suspend is applied to the oracle's world. No sweep is r
 one: the sweep nominates such a job only through a pod it lists (docs/rules.md says every listed
 such job).
 
-Where the function is known to disagree (KNOWN BUG 1-4, at the end of this file), the
-harnesses tolerate exactly that disagreement, count it in the figures, and a strict xfail
-pins its minimal stream.
+No disagreement is tolerated: any decision the oracle does not name, and any decision it
+names that a sweep leaves out, fails. The four disagreements these tests once found (at the
+end of this file) are fixed; each minimal stream is kept as a regression test, and each fix is
+a seeded bug (tests/mutants/catalogue.py) that these tests must catch when it is put back.
 
 The live harness reads its settings from PODSWEEPER_* environment variables through
 `load_settings`, as the served function does, so a setting the function ignores (say
@@ -78,6 +79,7 @@ from tests.reliability.oracle import (
     UNBOUNDED_JOBSET_RESTARTS,
     VERSIONS,
     World,
+    belongs,
     controlled_by,
     findable,
     finished,
@@ -140,68 +142,53 @@ def expects_no_backoff_warning(world: World, event: WorldEvent, mode: str) -> bo
     return None if None in answers else True
 
 
-def sweep_names(world: World, now, jobsets_listed: bool = True) -> set[tuple[str, str, str]]:
-    """(uid, rule, action) a sweep at `now` must decide: every pod the rules name for a
-    delete or a warning that a LIST by its job's labels can find, and every JobSet and Job
-    the Trainer v2 rules name for a delete.
-
-    `jobsets_listed=False` (the replay): only the TrainJob lineages a batch Job labelled with
-    the TrainJob's name stands for; see replay_sweep_reaches."""
-    out = set()
+def sweep_names(world: World, now) -> dict[tuple[str, str, str], tuple[str, str, str]]:
+    """{(uid, rule, action): job key} a sweep at `now` must decide: every pod the rules name
+    for a delete or a warning that a LIST by its job's labels can find, and every JobSet and
+    Job the Trainer v2 rules name for a delete (and TrainJob for a suspend or warning). The job
+    key (kind, namespace, name) is the job the decision is about (a chain's: its TrainJob)."""
+    out = {}
     for pod in world.pods.values():
         named = world.named(pod, now)
         if named is not None and named[1] != "skip" and findable(pod):
-            out.add((pod.uid, *named))
+            out[(pod.uid, *named)] = pod_job_key(pod)
     for namespace, name in world.chain_lineages():
-        if not jobsets_listed and not replay_sweep_reaches(world, namespace, name):
-            continue
-        for (kind, uid), named in world.chain_named(namespace, name, now).items():
-            if named[1] == "skip":
-                continue
-            if jobsets_listed and kind == BATCH_JOB and under_terminating_jobset(world, namespace, name, uid):
-                figures.add(
-                    "property: KNOWN BUG 4 tolerated (a Job of a terminating JobSet left to the pass)"
-                )
-                continue
-            out.add((uid, *named))
+        for (_kind, uid), named in world.chain_named(namespace, name, now).items():
+            if named[1] != "skip":
+                out[(uid, *named)] = (TRAINJOB, namespace, name)
     return out
 
 
-def under_terminating_jobset(world: World, namespace: str, name: str, uid: str) -> bool:
-    """KNOWN BUG 4 (see the end of this file): a batch Job controlled by the terminating JobSet
-    of its TrainJob's name, which the rules name orphan and the sweep never looks at."""
-    js = world.workloads.get((JOBSET, namespace, name))
-    job = next((w for w in world.workloads.values() if w.uid == uid), None)
-    return js is not None and js.terminating and job is not None and controlled_by(job, JOBSET, js.uid)
+def pod_job_key(pod: PodSpec) -> tuple[str, str, str]:
+    """The job a decision about this pod is about: its owner's, or its launcher's MPIJob."""
+    name = launcher_of(pod)
+    if name is not None:
+        return ("MPIJob", pod.namespace, name)
+    owner = belongs(pod)
+    assert owner is not None, pod
+    return (owner[0], pod.namespace, owner[1])
 
 
-def replay_sweep_reaches(world: World, namespace: str, name: str) -> bool:
-    """Whether the replay's sweep can reach the lineage of TrainJob `name`.
-
-    KNOWN BUG 1 (function/podsweeper/cluster/simulated.py, SimulatedCluster.list_workloads): the
-    sweep lists JobSets with the empty selector "", which the simulated cluster reads as label
-    "" (no object has it), so it lists no JobSet at all; the replay's sweep reaches a lineage
-    only through a batch Job labelled with its name. The live harness's API server lists them
-    all (ApiServer.list_workloads), so there the sweep owes every lineage;
-    test_replay_sweep_finds_a_jobset_without_jobs pins the counterexample (strict xfail)."""
-    return any(
-        w.kind == BATCH_JOB and w.namespace == namespace and w.label(JOBSET_NAME) == name
-        for w in world.workloads.values()
-    )
-
-
-def assert_sweep_decided(outcome, expected: set[tuple[str, str, str]], now) -> None:
+def assert_sweep_decided(outcome, expected: dict[tuple[str, str, str], tuple], now, cap: int) -> None:
+    """Every decision the rules name is made by the sweep; a sweep that stopped at its delete
+    cap made exactly `cap` deletes and left out only jobs it had not reached (for every job
+    whose pass it ran, every decision the rules name for that job is there)."""
     made = {
         (d.uid, d.rule.value, d.action.value)
         for d in (item.decision for item in outcome.applied)
         if d.action.value != "skip"
     }
-    missing = sorted(expected - made)
+    missing = sorted(set(expected) - made)
     if "sweep stopped at PODSWEEPER_MAX_DELETES_PER_EVENT" in (outcome.note or ""):
-        # It stopped at its delete cap: the next sweep goes on after the last job it passed.
         deleted = sum(1 for item in outcome.applied if item.result and item.result.value == "deleted")
-        assert deleted > 0, f"the sweep at {now} stopped at its cap without deleting: {outcome.note}"
+        assert deleted == cap, f"the sweep at {now} stopped at its cap {cap} after {deleted} deletes"
+        passed = {d.job.key for d in (item.decision for item in outcome.applied)}
+        left_in_passed = [m for m in missing if expected[m] in passed]
+        assert not left_in_passed, (
+            f"the sweep at {now} stopped at its cap and left out decisions of jobs it passed: {left_in_passed}"
+        )
         figures.add("property: sweeps stopped at their delete cap")
+        figures.add("property: sweep decisions the oracle required", len(set(expected) & made))
         return
     assert not missing, f"the sweep at {now} left out decisions the rules name: {missing}"
     figures.add("property: sweep decisions the oracle required", len(expected))
@@ -249,10 +236,6 @@ def check_trainjob_decision(world: World, d, result, now, *, dry_run: bool) -> N
     job = world.trainjobs.get((d.namespace, d.name))
     assert job is not None and job.uid == d.uid, f"decision about a TrainJob not in the world: {d}"
     named = world.chain_named(d.namespace, d.name, now).get((TRAINJOB, d.uid))
-    if named is None and stale_finish_record(world, job):
-        # KNOWN BUG 3 (see the end of this file): the record of an earlier TrainJob's finish.
-        named = (rule, World.restarted_action(job))
-        figures.add("property: KNOWN BUG 3 tolerated (a new TrainJob judged by an earlier one's finish)")
     assert named == (rule, action), (
         f"TrainJob {d.namespace}/{d.name}: function decided {rule}/{action}, the rules name {named} "
         f"({job}; its JobSet {world.workloads.get((JOBSET, d.namespace, d.name))}; now {now})"
@@ -261,15 +244,6 @@ def check_trainjob_decision(world: World, d, result, now, *, dry_run: bool) -> N
     assert result in expected.get(action, (None,)), (action, result)
     if result == "suspended":
         world.podsweeper_suspended(d.namespace, d.name, d.uid)
-
-
-def stale_finish_record(world: World, job: TrainJobSpec) -> bool:
-    """An unfinished TrainJob, not suspended, with its own JobSet, whose name an earlier
-    TrainJob (another uid) was seen finished under: what KNOWN BUG 3 suspends."""
-    earlier = world.finished_uids.get((job.namespace, job.name), set()) - {job.uid}
-    unfinished = not any(t in ("Complete", "Failed") and s == "True" for t, s, _ in job.conditions)
-    own = world.own_jobset(job, job.namespace, job.name)
-    return bool(earlier) and unfinished and not job.suspended and own is not None
 
 
 def check_outcome(
@@ -367,7 +341,7 @@ def check_outcome(
     return deletes
 
 
-def assert_nothing_left(world: World, now, jobsets_listed: bool = True) -> None:
+def assert_nothing_left(world: World, now) -> None:
     left = world.must_delete(now)
     assert not left, "pods the rules name were left after the final sweep:\n" + "\n".join(
         f"  {pod.namespace}/{pod.name} uid={pod.uid} {named} owner={pod.owner} labels={dict(pod.labels)} "
@@ -377,13 +351,7 @@ def assert_nothing_left(world: World, now, jobsets_listed: bool = True) -> None:
     chain_left = []
     for obj, named in world.chain_must_act(now):
         job = isinstance(obj, WorkloadSpec) and obj.kind == BATCH_JOB
-        lineage = obj.label(JOBSET_NAME) if job else obj.name
-        if not jobsets_listed and not replay_sweep_reaches(world, obj.namespace, lineage):
-            figures.add("property: KNOWN BUG 1 tolerated (v2 leftovers the replay's sweep cannot list)")
-        elif jobsets_listed and job and under_terminating_jobset(world, obj.namespace, lineage, obj.uid):
-            figures.add("property: KNOWN BUG 4 tolerated (a Job of a terminating JobSet left over)")
-        else:
-            chain_left.append((obj, named, lineage))
+        chain_left.append((obj, named, obj.label(JOBSET_NAME) if job else obj.name))
     assert not chain_left, (
         "TrainJobs/JobSets/Jobs the rules name were left after the final sweep:\n"
         + "\n".join(
@@ -427,7 +395,8 @@ def replay_and_check(scenario: Scenario, stream: list[WorldEvent], label: str) -
             shown = world.observe(e.verb, e.spec)
             assert bool(step.observed) == (not shown), (e, step.observed)
         else:
-            assert_sweep_decided(step.outcome, sweep_names(world, e.time, jobsets_listed=False), e.time)
+            cap = config.max_deletes_per_event
+            assert_sweep_decided(step.outcome, sweep_names(world, e.time), e.time, cap)
         check_outcome(world, step.outcome, e, e.time, dry_run=config.dry_run, handled=shown)
     # The world the oracle kept and the simulated cluster agree on what is left.
     assert set(world.pods) == set(run.cluster.pods), set(world.pods) ^ set(run.cluster.pods)
@@ -435,7 +404,7 @@ def replay_and_check(scenario: Scenario, stream: list[WorldEvent], label: str) -
         run.cluster.workloads
     )
     if not config.dry_run:
-        assert_nothing_left(world, stream[-1].time, jobsets_listed=False)
+        assert_nothing_left(world, stream[-1].time)
     else:
         assert not run.cluster.deleted_by_podsweeper
     deleted = sum(1 for s in run.steps for a in s.outcome.applied if a.result == "deleted")
@@ -472,19 +441,12 @@ def test_dry_run_replay_deletes_nothing(scenario, rng: random.Random):
 
 
 class ApiServer(SimulatedCluster):
-    """The world as an API server shows it: a job that is not there is a 404 (gone), and a
-    LIST with the empty label selector lists everything (see replay_sweep_reaches)."""
+    """The world as an API server shows it: a job that is not there is a 404 (gone), never
+    unknown as in a replay. Everything else is the simulated cluster's own (its LISTs, its
+    deletes with preconditions), so a bug there shows in this harness too."""
 
     def get_job(self, ref):
         return self.jobs.get(ref.key)
-
-    def list_workloads(self, link, namespace, selector):
-        if selector:
-            yield from super().list_workloads(link, namespace, selector)
-            return
-        for (kind, ns, _), workload in list(self.workloads.items()):
-            if kind == link.kind and (namespace is None or ns == namespace):
-                yield workload
 
 
 def settings_from_environment(chosen: dict) -> Settings:
@@ -532,7 +494,7 @@ def test_live_notifications_late_duplicated_or_lost_then_sweep(scenario, rng: ra
             expected = sweep_names(world, now) if e.spec is None else None
             outcome = deliver(pipeline, render(e, mode), now)
             if expected is not None:
-                assert_sweep_decided(outcome, expected, now)
+                assert_sweep_decided(outcome, expected, now, config.max_deletes_per_event)
             check_outcome(world, outcome, e, now, dry_run=False, mode=mode)
             figures.add("property: live notifications delivered")
     # The backstop: PingSource ticks until one deletes nothing (the per-event cap may need several).
@@ -540,7 +502,7 @@ def test_live_notifications_late_duplicated_or_lost_then_sweep(scenario, rng: ra
     for ping in final_pings(scenario, 1 + (len(world.pods) + len(world.workloads)) // budget + 1):
         expected = sweep_names(world, ping.time)
         outcome = deliver(pipeline, render(ping), ping.time)
-        assert_sweep_decided(outcome, expected, ping.time)
+        assert_sweep_decided(outcome, expected, ping.time, config.max_deletes_per_event)
         swept = check_outcome(world, outcome, ping, ping.time, dry_run=False)
         figures.add("property: pods the final sweeps had to delete (live)", swept)
         if swept == 0:
@@ -1147,11 +1109,11 @@ def test_generator_reaches_every_case():
     figures.add("generated: cases required and reached", len(EVERY_CASE))
 
 
-# -- known disagreements: each pinned by its minimal stream ---------------------------------------
+# -- the disagreements these tests found, fixed: each minimal stream kept ----------------------
 #
-# The harnesses above tolerate each one narrowly (counted in the figures as "KNOWN BUG n
-# tolerated"); the strict xfails below fail once the function is fixed, and then the tolerance
-# named after the bug is to go.
+# Each was once a KNOWN BUG the harnesses tolerated; each is fixed, and its fix is a seeded bug
+# of tests/mutants/catalogue.py (known-bug-1 ... known-bug-4) that the property tests above must
+# catch without these examples' help.
 
 
 def _at(seconds: int):
@@ -1213,10 +1175,10 @@ def _decided(outcome) -> list[tuple[str, str, str, str]]:
 
 
 def test_replay_sweep_finds_a_jobset_without_jobs():
-    """function/podsweeper/cluster/simulated.py, SimulatedCluster.list_workloads: the selector ""
-    (the sweep's "every JobSet") becomes label "", which no object has. The replay's sweep then
-    sees a JobSet only through a batch Job labelled with its name: an orphaned JobSet whose Jobs
-    are not (yet) there is never deleted by a replay, though the API server's sweep would."""
+    """Once KNOWN BUG 1 (SimulatedCluster.list_workloads read the sweep's empty selector "" as
+    label "", which no object has): the replay's sweep saw a JobSet only through a batch Job
+    labelled with its name, so an orphaned JobSet whose Jobs were not there was never deleted
+    by a replay, though the API server's sweep would delete it."""
     tj, js, _ = _v2_chain()
     steps = _replayed([("add", tj, 0), ("add", js, 0), ("delete", tj, 10), ("ping", None, 100)])
     assert steps[2] == []  # 10 s old at the TrainJob's delete: within the orphan grace (30 s)
@@ -1224,10 +1186,9 @@ def test_replay_sweep_finds_a_jobset_without_jobs():
 
 
 def test_a_trainjob_add_decides_no_restart_warning_in_either_mode():
-    """function/podsweeper/pipeline.py, Pipeline._resolve_reference: a Reference-mode job add
-    gets check_backoff=True whatever its kind, so a TrainJob's add runs decide_lineage with
-    check_new=True and warns unbounded-jobset-restarts, which the rules decide on a JobSet's add
-    only; the same add in Resource mode (triage._triage_job) decides nothing."""
+    """Once KNOWN BUG 2 (Pipeline._resolve_reference gave a Reference-mode job add
+    check_backoff=True whatever its kind): a TrainJob's add warned unbounded-jobset-restarts,
+    which the rules decide on a JobSet's add only; the same add in Resource mode decided nothing."""
     tj, js, _ = _v2_chain(failure_actions=("RestartJobSetAndIgnoreMaxRestarts",))
     pipeline = _live(tj, js)
     resource = deliver(pipeline, render(WorldEvent("add", tj, _at(5), 1), "resource"), _at(5))
@@ -1236,12 +1197,10 @@ def test_a_trainjob_add_decides_no_restart_warning_in_either_mode():
 
 
 def test_a_new_trainjob_is_not_judged_by_the_finish_of_an_earlier_one():
-    """function/podsweeper/pipeline.py, Pipeline._run_chain_pass (and cluster/simulated.py
-    finish_marks): podsweeper's record of a TrainJob's finish is read by name, with nothing
-    that ties it to that TrainJob's uid (model.FinishMark has none); a TrainJob created again
-    under the name of a finished one is then "restarted after its finish" as soon as its
-    JobSet shows up, and suspended while it runs. On a real cluster the ConfigMap goes with the
-    old TrainJob only when the garbage collector gets to it; in a replay never."""
+    """Once KNOWN BUG 3 (podsweeper's record of a TrainJob's finish was read by name only): a
+    TrainJob created again under the name of a finished one was "restarted after its finish"
+    as soon as its JobSet showed up, and suspended while it ran. The record now counts only for
+    the uid it was written for (its ConfigMap's owner on a real cluster)."""
     done = (("Complete", "True", _at(50)),)
     old_tj, old_js, _ = _v2_chain(uid="old")
     new_tj, new_js, _ = _v2_chain(uid="new")
@@ -1261,13 +1220,10 @@ def test_a_new_trainjob_is_not_judged_by_the_finish_of_an_earlier_one():
 
 
 def test_the_sweep_and_the_pass_agree_on_the_jobs_of_a_terminating_jobset():
-    """function/podsweeper/pipeline.py, Pipeline._sweep_chain: a running TrainJob's own JobSet
-    that is terminating is skipped (owned, not made again), and so are the Jobs it controls
-    (controller uid = the listed JobSet's); the chain pass (lineage._orphans, parent_uid None for
-    a terminating JobSet) names those Jobs orphan, as the rules do ("not controlled by the
-    current (existing, not terminating) JobSet"). So a Reference-mode TrainJob update deletes
-    them, a Resource-mode one and every sweep never do. (Whichever way it is fixed, the sweep
-    and the pass must agree.)"""
+    """Once KNOWN BUG 4 (Pipeline._sweep_chain counted a terminating JobSet as its Jobs'
+    parent): the chain pass named the Jobs of a running TrainJob's terminating JobSet orphan,
+    as the rules do, while every sweep skipped them; whichever way, the sweep and the pass
+    must agree."""
     tj, js, job = _v2_chain(terminating=True)
     swept = _decided(deliver(_live(tj, js, job), render(WorldEvent("ping", None, _at(600), 1)), _at(600)))
     passed = _decided(
