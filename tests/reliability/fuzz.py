@@ -16,7 +16,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from tests.fixtures import builders
+from tests.fixtures import builders, facts
 
 CE_HEADERS = ("ce-id", "ce-source", "ce-type", "ce-specversion", "ce-time", "ce-subject")
 EVENT_TYPES = tuple(
@@ -457,7 +457,7 @@ class Generator:
             elif place == 2 and meta.get("ownerReferences"):
                 meta["ownerReferences"][0]["name"] = name
             else:
-                (meta.setdefault("labels", {}) or {})["training.kubeflow.org/job-name"] = name
+                (meta.setdefault("labels", {}) or {})[facts.JOB_NAME_LABEL] = name
             if what == "pod":  # make it a crash-loop candidate so a pass really runs
                 data["status"] = {
                     "phase": "Running",
