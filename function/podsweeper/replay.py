@@ -47,6 +47,19 @@ class ReplayRun:
 
 
 def read_events(path: str, stream: TextIO) -> Iterator[tuple[int, Intake, datetime]]:
+    for number, intake, now, _ in read_versioned(path, stream):
+        yield number, intake, now
+
+
+def _resource_version(data: object) -> str:
+    """The object's metadata.resourceVersion as sent ("" if none): a Job keeps none of its own."""
+    meta = data.get("metadata") if isinstance(data, dict) else None
+    version = meta.get("resourceVersion") if isinstance(meta, dict) else None
+    return version if isinstance(version, str) else ""
+
+
+def read_versioned(path: str, stream: TextIO) -> Iterator[tuple[int, Intake, datetime, str]]:
+    """Each event with its object's resourceVersion, which the simulated cluster orders by."""
     for number, text in enumerate(stream, start=1):
         if not text.strip():
             continue
@@ -64,7 +77,7 @@ def read_events(path: str, stream: TextIO) -> Iterator[tuple[int, Intake, dateti
             raise MalformedLine(path, number, str(error)) from None
         if intake.attributes.time is None:
             raise MalformedLine(path, number, "event has no 'time' attribute (the replay's clock)")
-        yield number, intake, intake.attributes.time
+        yield number, intake, intake.attributes.time, _resource_version(data)
 
 
 FINAL_SWEEP = "(final sweep)"
@@ -82,15 +95,17 @@ def replay(
     moments, and the live function, which re-reads the cluster, still finds those pods. So
     the replay ends with the sweep the PingSource would run, at the latest time the stream
     showed: whatever order the events came in, it reaches what the live function reaches.
+    An event older than one already seen for its object (resourceVersion) is reported as
+    ignored rather than rolling the simulated object back (SimulatedCluster.observe).
     """
     run = ReplayRun()
     pipeline = Pipeline(run.cluster, settings, concurrent_deletes=False)
     for path in paths:
         with Path(path).open(encoding="utf-8") as stream:
-            for number, intake, now in read_events(path, stream):
+            for number, intake, now, version in read_versioned(path, stream):
                 observed = None
                 if isinstance(intake.trigger, ObjectChange):
-                    observed = run.cluster.observe(intake.trigger.verb, intake.trigger.obj)
+                    observed = run.cluster.observe(intake.trigger.verb, intake.trigger.obj, version)
                 outcome = (
                     Outcome(intake.attributes.id, note=observed) if observed else pipeline.handle(intake, now)
                 )

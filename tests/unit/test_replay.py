@@ -1,7 +1,9 @@
-"""The replay contract: seed experiments, --json fields, malformed lines -> exit 2 naming file:line."""
+"""The replay contract: seed experiments, --json fields, malformed lines -> exit 2 naming file:line,
+late older events (resourceVersion) ignored."""
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -12,8 +14,8 @@ import pytest
 from podsweeper.cli import main
 from podsweeper.config import Settings
 from podsweeper.replay import replay
-from tests.fixtures import scenarios
-from tests.fixtures.builders import at, event, job
+from tests.fixtures import scenarios, trainer
+from tests.fixtures.builders import at, event, job, pod
 
 FIXTURES = Path(scenarios.__file__).parent
 SEED_1 = str(FIXTURES / "seed-experiment-1.jsonl")
@@ -142,3 +144,103 @@ def test_no_final_sweep_on_the_command_line(capsys):
     assert {line["file"] for line in lines if line["action"] == "delete"} == {"(final sweep)"}
     assert main(["replay", out_of_order, "--json", "--no-final-sweep"]) == 0
     assert not [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"delete"' in line]
+
+
+# -- late, older events: resourceVersion ----------------------------------------------------
+
+
+def versioned(obj: dict, version: str) -> dict:
+    obj = copy.deepcopy(obj)
+    obj["metadata"]["resourceVersion"] = version
+    return obj
+
+
+def stream(tmp_path, *events) -> str:
+    path = tmp_path / "events.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    return str(path)
+
+
+def test_a_stale_running_update_does_not_roll_a_succeeded_job_back(tmp_path, capsys):
+    """Succeeded at rv 20, then Running at rv 10 (a retry delivered late): the workers seen
+    afterwards are still a finished job's, as the live function (which re-reads) decides."""
+    running = job(conditions=[("Created", at(0)), ("Running", at(1))])
+    succeeded = job(conditions=[("Created", at(0)), ("Running", at(1)), ("Succeeded", at(60))])
+    path = stream(
+        tmp_path,
+        event("add", versioned(running, "5"), at(0)),
+        event("update", versioned(succeeded, "20"), at(60)),
+        event("update", versioned(running, "10"), at(61)),
+        *(
+            event("add", versioned(pod(running, "Worker", i, phase="Running"), "15"), at(62))
+            for i in range(2)
+        ),
+    )
+    run = replay([path], Settings())  # the final sweep decides the workers (no pod event does)
+    assert deletes(run) == ["pytest-worker-0", "pytest-worker-1"]
+    assert run.cluster.jobs[("PyTorchJob", "default", "pytest")].finished == "Succeeded"
+    stale = run.steps[2]
+    assert stale.observed and "older than resourceVersion 20" in stale.observed
+    assert stale.outcome.applied == []
+    assert main(["replay", path]) == 0
+    assert (
+        "ignored: PyTorchJob default/pytest update at resourceVersion 10 is older" in capsys.readouterr().out
+    )
+    assert main(["replay", path, "--json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert sorted(line["name"] for line in lines if line["result"] == "deleted") == deletes(run)
+
+
+def test_a_stale_update_after_a_pods_delete_does_not_bring_it_back(tmp_path):
+    """Deleted at rv 30, then an update at rv 25 arriving late: the pod stays gone; a newer
+    pod of the same name (another uid) is a new object and is applied."""
+    running = job(conditions=[("Created", at(0)), ("Running", at(1))])
+    worker = pod(running, "Worker", 0, phase="Running")
+    again = pod(running, "Worker", 0, phase="Pending", pod_uid="recreated")
+    path = stream(
+        tmp_path,
+        event("add", versioned(running, "5"), at(0)),
+        event("add", versioned(worker, "10"), at(1)),
+        event("delete", versioned(worker, "30"), at(2)),
+        event("update", versioned(worker, "25"), at(3)),
+        event("update", versioned(worker, "30"), at(4)),
+    )
+    run = replay([path], Settings())
+    assert [bool(s.observed) for s in run.steps[:5]] == [False, False, False, True, True]
+    assert "older than its delete (resourceVersion 30)" in run.steps[3].observed
+    assert run.cluster.pods == {}
+    with open(path, "a") as out:
+        out.write(json.dumps(event("add", versioned(again, "12"), at(5))) + "\n")
+    assert sorted(replay([path], Settings()).cluster.pods) == [("default", "pytest-worker-0")]
+
+
+def test_a_stale_jobset_update_does_not_replace_a_newer_one(tmp_path):
+    tj = trainer.trainjob()
+    newer = versioned(trainer.jobset(tj, conditions=[("Completed", at(60))]), "20")
+    older = versioned(trainer.jobset(tj), "10")
+    path = stream(
+        tmp_path,
+        event("add", tj, at(0)),
+        event("update", newer, at(60)),
+        event("update", older, at(61)),
+    )
+    run = replay([path], Settings())
+    assert run.steps[2].observed and "JobSet team-a/tj update at resourceVersion 10" in run.steps[2].observed
+    assert run.cluster.workloads[("JobSet", "team-a", "tj")].resource_version == "20"
+
+
+@pytest.mark.parametrize("versions", [("b", "a"), ("20", "a"), ("", "10")])
+def test_versions_that_are_not_both_integers_keep_stream_order(tmp_path, versions):
+    """resourceVersions are opaque to Kubernetes clients: only two integers are compared."""
+    running = job(conditions=[("Created", at(0)), ("Running", at(1))])
+    worker = pod(running, "Worker", 0, phase="Running")
+    first, second = versions
+    path = stream(
+        tmp_path,
+        event("add", running, at(0)),
+        event("delete", versioned(worker, first), at(1)),
+        event("update", versioned(worker, second), at(2)),
+    )
+    run = replay([path], Settings())
+    assert not run.steps[2].observed
+    assert sorted(run.cluster.pods) == [("default", "pytest-worker-0")]

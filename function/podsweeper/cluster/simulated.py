@@ -27,6 +27,21 @@ def _uid_label(pod: Pod) -> str:
     return chain.uid_label if chain is not None else ""
 
 
+def _version(text: str) -> int | None:
+    """A resourceVersion as an etcd-backed API server writes it (a decimal integer), or None.
+
+    Kubernetes calls resourceVersions opaque: only two integers are ever compared, and an
+    event whose version is not one is applied in stream order."""
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
+def _what(obj: Pod | Job | Workload) -> str:
+    if isinstance(obj, Pod):
+        return f"pod {obj.namespace}/{obj.name}"
+    kind = obj.link.kind if isinstance(obj, Workload) else obj.kind.kind
+    return f"{kind} {obj.namespace}/{obj.name}"
+
+
 def _grew(before: int | None, now: int | None) -> bool:
     return now is None or before is None or now > before
 
@@ -50,6 +65,9 @@ class SimulatedCluster:
     events: dict[str, RecordedEvent] = field(default_factory=dict)
     # (namespace, store name) -> (encoded records, version): the evidence stores
     evidence: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    # uid -> (the newest integer resourceVersion the stream showed for it, whether that was
+    # its delete): what a late, older event is measured against
+    newest: dict[str, tuple[int, bool]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # list_job_pods' index, so a pass costs the same however many pods the replay holds:
@@ -90,12 +108,25 @@ class SimulatedCluster:
             self._unindexed(key, previous)
 
     # -- feeding the stream --------------------------------------------------------
-    def observe(self, verb: Verb | str, obj: Pod | Job | Workload) -> str | None:
-        """Apply one watched change; returns why it was ignored, if it was."""
+    def observe(self, verb: Verb | str, obj: Pod | Job | Workload, version: str | None = None) -> str | None:
+        """Apply one watched change; returns why it was ignored, if it was.
+
+        `version` is the object's metadata.resourceVersion (default: the one it carries; a Job
+        carries none, so the replay passes it). A change older than one already seen for the
+        same uid (a retry or a second watch delivering it late), or an add/update not newer
+        than the uid's delete, is ignored: the live function re-reads the cluster and would
+        never see that state. Only integer versions are compared; otherwise stream order.
+        """
         verb = Verb(verb)
+        if isinstance(obj, Workload | Pod) and obj.uid and obj.uid in self.deleted_by_podsweeper:
+            kind = "pod" if isinstance(obj, Pod) else obj.link.kind
+            return f"{kind} already deleted by podsweeper in this replay"
+        if version is None and not isinstance(obj, Job):
+            version = obj.resource_version
+        older = self._older(verb, obj, version or "")
+        if older:
+            return older
         if isinstance(obj, Workload):
-            if obj.uid and obj.uid in self.deleted_by_podsweeper:
-                return f"{obj.link.kind} already deleted by podsweeper in this replay"
             workload_key = (obj.link.kind, obj.namespace, obj.name)
             if verb is Verb.DELETE:
                 self.workloads.pop(workload_key, None)
@@ -103,8 +134,6 @@ class SimulatedCluster:
                 self.workloads[workload_key] = obj
             return None
         if isinstance(obj, Pod):
-            if obj.uid and obj.uid in self.deleted_by_podsweeper:
-                return "pod already deleted by podsweeper in this replay"
             key = (obj.namespace, obj.name)
             if verb is Verb.DELETE:
                 self._drop_pod(key)
@@ -118,6 +147,29 @@ class SimulatedCluster:
         else:
             self.jobs[job_key] = obj
             self.gone_jobs.discard(job_key)
+        return None
+
+    def _older(self, verb: Verb, obj: Pod | Job | Workload, version: str) -> str | None:
+        """Why this change is older than the stream already showed for its uid, if it is;
+        records its version otherwise. A delete is always applied: the object is gone."""
+        number = _version(version)
+        if not obj.uid or number is None:
+            return None
+        seen = self.newest.get(obj.uid)
+        if seen is not None and verb is not Verb.DELETE:
+            last, deleted = seen
+            if deleted and number <= last:
+                return (
+                    f"{_what(obj)} {verb.value} at resourceVersion {number} is older than its delete "
+                    f"(resourceVersion {last}): a late event does not bring it back"
+                )
+            if number < last:
+                return (
+                    f"{_what(obj)} {verb.value} at resourceVersion {number} is older than "
+                    f"resourceVersion {last} already seen: the live function re-reads and never sees it"
+                )
+        last = seen[0] if seen is not None else number
+        self.newest[obj.uid] = (max(last, number), verb is Verb.DELETE)
         return None
 
     # -- the Cluster protocol ------------------------------------------------------
