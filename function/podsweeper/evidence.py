@@ -3,29 +3,109 @@
 Pure: the failures a pod shows, and how a job's store takes in new ones. One store per job
 (a ConfigMap the job owns, so it goes with the job; see cluster/). Per container it keeps the
 first failure and the most recent ones; beyond that a crash loop is written again only when
-something changes (another exit code or reason) or its restart count has doubled, so a loop
-does not write on every restart. Never environment values: only the container status, the
-node, the GPUs and, if enabled, the last lines of the container's log.
+something changes (another exit code or reason, a stronger source) or its restart count has
+doubled, so a loop does not write on every restart. Never environment values: only the
+container status, the node, the GPUs and, if enabled, the last lines of the container's log.
+
+Each record says what happened to its pod, as known when it was written (its Source): a
+record of podsweeper's own act is written after the act, from its Result, never before.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
-from podsweeper.decisions import Decision
+from podsweeper.decisions import Decision, Result
 from podsweeper.model import ContainerView, Pod
 
 RECENT_PER_CONTAINER = 3
 MAX_CONTAINERS = 64  # containers (pod x container) one job's store keeps
 MAX_MESSAGE = 1024
 MAX_LOG_BYTES = 2048
-# Sources of a record.
-TERMINATED = "terminated"  # seen in a pod event
-DELETED_BY_PODSWEEPER = "deleted by podsweeper"
-DELETED = "deleted"  # seen in the pod's delete event (someone else deleted it)
+
+
+class Source(StrEnum):
+    """Why a record was kept: what happened to the pod, as known when it was written (see
+    `meaning`). The values are what stores hold; the first three are those of the first
+    release, so stores already written stay readable."""
+
+    TERMINATED = "terminated"
+    DELETED = "deleted"
+    DELETED_BY_PODSWEEPER = "deleted by podsweeper"
+    WOULD_BE_DELETED = "would be deleted (dry-run)"
+    DEFERRED = "deferred to the next event"
+    KEPT_AFTER_CONFLICT = "kept after a conflict"
+    ALREADY_GONE = "already gone"
+
+    @property
+    def observed(self) -> bool:
+        """Seen in a pod event, not learnt from podsweeper's own act."""
+        return self in (Source.TERMINATED, Source.DELETED)
+
+    @property
+    def meaning(self) -> str:
+        return _MEANING[self]
+
+
+_MEANING: dict[Source, str] = {
+    Source.TERMINATED: "the run was seen ended in a pod event; nothing more is known of the pod",
+    Source.DELETED: "seen in the pod's delete event (the event does not say who deleted it)",
+    Source.DELETED_BY_PODSWEEPER: "podsweeper deleted the pod (its delete succeeded)",
+    Source.WOULD_BE_DELETED: "podsweeper decided to delete the pod; dry-run: it was not deleted",
+    Source.DEFERRED: "over the event's delete bound: not deleted yet, the next event decides again",
+    Source.KEPT_AFTER_CONFLICT: "409: the pod changed or was replaced before the delete; not deleted",
+    Source.ALREADY_GONE: "404: the pod was already gone when podsweeper's delete came; not deleted by it",
+}
+
+
+# What a delete decision's Result says happened to its pod: the one place that says it.
+SOURCE_OF_RESULT: dict[Result, Source] = {
+    Result.DELETED: Source.DELETED_BY_PODSWEEPER,
+    Result.DRY_RUN: Source.WOULD_BE_DELETED,
+    Result.DEFERRED: Source.DEFERRED,
+    Result.CONFLICT: Source.KEPT_AFTER_CONFLICT,
+    Result.GONE: Source.ALREADY_GONE,
+}
+
+# How strong a source is: a record of a run is replaced only by a stronger outcome of
+# podsweeper's own act, never by a weaker one. Tentative outcomes (the pod is still there)
+# rank above a mere sighting and below any end of the pod.
+_STRENGTH: dict[Source, int] = {
+    Source.TERMINATED: 0,
+    Source.WOULD_BE_DELETED: 1,
+    Source.DEFERRED: 1,
+    Source.KEPT_AFTER_CONFLICT: 1,
+    Source.DELETED: 2,
+    Source.ALREADY_GONE: 2,
+    Source.DELETED_BY_PODSWEEPER: 3,
+}
+
+
+def source_of(result: Result | None) -> Source:
+    """The source of a delete decision's record once its Result is known; no Result (the API
+    failed before it was known): the run was merely seen terminated."""
+    if result is None:
+        return Source.TERMINATED
+    return SOURCE_OF_RESULT.get(result, Source.TERMINATED)
+
+
+def upgrades(new: Source, kept: str | None) -> bool:
+    """Whether a record from `new` replaces the kept record of the same run (`kept`: its source).
+
+    Only podsweeper's own outcomes replace, and only a weaker source: a sighting (a pod event,
+    its delete event) never rewrites a run already kept, so it costs no write, and a source this
+    version does not know is never replaced."""
+    if new.observed or kept is None:
+        return False
+    try:
+        old = Source(kept)
+    except ValueError:
+        return False
+    return _STRENGTH[new] > _STRENGTH[old]
 
 
 @dataclass(frozen=True)
@@ -44,7 +124,7 @@ class Failure:
     started_at: str | None
     finished_at: str | None
     gpus: int
-    source: str
+    source: Source
     restarted: bool = False  # the run shown is the previous one (its log is the previous log)
     logs: str | None = None
 
@@ -54,10 +134,16 @@ class Failure:
         return (self.pod_uid, self.container, self.restart_count, self.finished_at or "")
 
     def with_logs(self, logs: str | None) -> Failure:
-        return Failure(**{**asdict(self), "logs": _tail_bytes(logs) if logs else None})
+        return replace(self, logs=_tail_bytes(logs) if logs else None)
+
+    def kept_as(self, source: Source) -> Failure:
+        """The same run, recorded with what is known now of its pod."""
+        return replace(self, source=source)
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None and v is not False}
+        record = {k: v for k, v in asdict(self).items() if v is not None and v is not False}
+        record["source"] = self.source.value
+        return record
 
 
 def _iso(at: datetime | None) -> str | None:
@@ -69,12 +155,12 @@ def _tail_bytes(text: str) -> str:
     return data.decode(errors="replace")
 
 
-def failures_of(pod: Pod, gpus: int, source: str) -> list[Failure]:
+def failures_of(pod: Pod, gpus: int, source: Source) -> list[Failure]:
     """The failed runs the pod's container statuses show (now, or as the last run)."""
     return [_failure(pod, c, gpus, source) for c in pod.containers if c.failed]
 
 
-def _failure(pod: Pod, c: ContainerView, gpus: int, source: str) -> Failure:
+def _failure(pod: Pod, c: ContainerView, gpus: int, source: Source) -> Failure:
     return Failure(
         pod=pod.name,
         pod_uid=pod.uid,
@@ -93,10 +179,11 @@ def _failure(pod: Pod, c: ContainerView, gpus: int, source: str) -> Failure:
     )
 
 
-def failures_of_deleted(decision: Decision) -> list[Failure]:
-    """What a pod podsweeper is about to delete shows of its failed runs (decision evidence)."""
+def failures_of_decided(decision: Decision) -> list[Failure]:
+    """The failed runs a pod a delete decision names shows (its evidence), read before the act:
+    "terminated" until the act's Result says what became of the pod (Failure.kept_as)."""
     pod = Pod(decision.namespace, decision.name, decision.uid, "", node=decision.node)
-    return [_failure(pod, c, decision.gpus, DELETED_BY_PODSWEEPER) for c in decision.evidence if c.failed]
+    return [_failure(pod, c, decision.gpus, Source.TERMINATED) for c in decision.evidence if c.failed]
 
 
 def store_name(job_name: str) -> str:
@@ -105,25 +192,42 @@ def store_name(job_name: str) -> str:
 
 
 def _worth_keeping(new: Failure, kept: list[dict[str, Any]]) -> bool:
-    """Within the bound always; beyond it only a change or a doubled restart count."""
+    """Within the bound always; beyond it only a change (another exit code or reason, or a
+    stronger source: the loop's end by podsweeper's hand) or a doubled restart count."""
     if len(kept) < 1 + RECENT_PER_CONTAINER:
         return True
     latest = kept[-1]
     changed = (new.exit_code, new.reason) != (latest.get("exit_code"), latest.get("reason"))
-    return changed or new.restart_count >= 2 * max(1, int(latest.get("restart_count", 0)))
+    stronger = upgrades(new.source, latest.get("source"))
+    return changed or stronger or new.restart_count >= 2 * max(1, int(latest.get("restart_count", 0)))
+
+
+def _upgraded(record: dict[str, Any], new: Failure) -> dict[str, Any]:
+    """The new record of a run already kept; the logs read earlier stay if none were read now."""
+    upgraded = new.as_dict()
+    if "logs" not in upgraded and record.get("logs"):
+        upgraded["logs"] = record["logs"]
+    return upgraded
 
 
 def merge(records: list[dict[str, Any]], new: list[Failure]) -> list[dict[str, Any]] | None:
-    """The store's records with the new failures taken in; None when nothing is to be written."""
+    """The store's records with the new failures taken in; None when nothing is to be written.
+
+    A run already kept is replaced only by a stronger outcome (`upgrades`), in place."""
     by_container: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for record in records:
         by_container.setdefault((record.get("pod_uid", ""), record.get("container", "")), []).append(record)
     keys = {_key(r) for r in records}
     changed = False
     for failure in new:
-        if failure.key in keys:
-            continue
         slot = (failure.pod_uid, failure.container)
+        if failure.key in keys:
+            runs = by_container[slot]
+            at = next(i for i, r in enumerate(runs) if _key(r) == failure.key)
+            if upgrades(failure.source, runs[at].get("source")):
+                runs[at] = _upgraded(runs[at], failure)
+                changed = True
+            continue
         kept = by_container.get(slot)
         if kept is None and len(by_container) >= MAX_CONTAINERS:
             continue  # the job's store is full of other containers' first failures

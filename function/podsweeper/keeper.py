@@ -1,16 +1,32 @@
 """Keeping failures' evidence: the I/O around podsweeper.evidence (read the job's store, take
 in what is new, write it back), with a memory of what this instance already kept so a pod
-event that shows no new termination costs no API request."""
+event that shows no new termination costs no API request.
+
+The runs of the pods a pass acts on are read before the act (the logs go with the pod) and
+kept after it, with the source the act's Result says (evidence.source_of): a store never
+claims a delete that did not happen."""
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
+from podsweeper.actions import Applied
 from podsweeper.cluster.base import Cluster, JobUnknown
 from podsweeper.config import Settings
-from podsweeper.evidence import MAX_LOG_BYTES, Failure, merge
+from podsweeper.decisions import Decision
+from podsweeper.errors import ApiUnavailable
+from podsweeper.evidence import (
+    MAX_LOG_BYTES,
+    Failure,
+    Source,
+    failures_of_decided,
+    merge,
+    source_of,
+    upgrades,
+)
 from podsweeper.model import JobRef
 
 # Terminations this instance has kept (or found kept): bounded, oldest forgotten first.
@@ -18,21 +34,43 @@ REMEMBERED = 100_000
 # Logs read per job pass at most: a 1,024-worker job's cleanup must not wait for 1,024 reads.
 LOG_READS_PER_PASS = 16
 
+RunKey = tuple[str, str, int, str]  # evidence.Failure.key
+
+
+@dataclass
+class Acting:
+    """One pass's delete decisions' evidence, read before the act: per job, per pod (uid), its
+    failed runs with their log lines. Kept by EvidenceKeeper.after_acting."""
+
+    by_job: dict[tuple[str, str, str], tuple[JobRef, dict[str, list[Failure]]]] = field(default_factory=dict)
+
+    @property
+    def runs(self) -> list[Failure]:
+        return [f for _, pods in self.by_job.values() for runs in pods.values() for f in runs]
+
 
 class EvidenceKeeper:
     def __init__(self, settings: Settings):
         self.settings = settings
-        self._kept: OrderedDict[tuple[str, str, int, str], None] = OrderedDict()
+        # Each run kept (or found kept), with its source: an upgrade is not "already kept".
+        self._kept: OrderedDict[RunKey, Source] = OrderedDict()
+        # Runs of pods a pass is acting on: a sighting of them meanwhile (the pod's delete
+        # event) waits for the record the act makes instead of writing one of its own.
+        self._held: Counter[RunKey] = Counter()
         self._lock = threading.Lock()
 
     def keep(self, cluster: Cluster, job: JobRef, failures: Iterable[Failure], read_logs: bool) -> int:
         """Keep what is new of these failures in the job's store; returns how many were new.
 
-        An API failure goes on (the event is answered 503 and retried, nothing is lost)."""
+        New: a run not kept yet, or one kept from a weaker source than this one (an upgrade,
+        evidence.upgrades). Logs are read only for runs not kept before (an earlier record has
+        its logs, and the store keeps them). An API failure goes on (the event is answered 503
+        and retried, nothing is lost)."""
         if not self.settings.evidence:
             return 0
         with self._lock:
-            new = [f for f in failures if f.key not in self._kept]
+            new = [f for f in failures if self._is_new(f)]
+            unread = {f.key for f in new if f.key not in self._kept}
         if not new:
             return 0
         if not job.uid:
@@ -46,10 +84,8 @@ class EvidenceKeeper:
                 self._remember(new)  # no job to keep it with: do not ask again
                 return 0
             job = owner.ref
-        if read_logs and self._logs_allowed(job.namespace):
-            new = [self._with_logs(cluster, job, f) for f in new[:LOG_READS_PER_PASS]] + new[
-                LOG_READS_PER_PASS:
-            ]
+        if read_logs:
+            new = self._read_logs(cluster, job.namespace, new, unread)
         for _attempt in (1, 2):  # a store written by another instance meanwhile: read it again
             found = cluster.read_evidence(job)
             records, version = found if found is not None else ([], None)
@@ -59,19 +95,87 @@ class EvidenceKeeper:
         self._remember(new)
         return len(new)
 
+    def before_acting(self, cluster: Cluster, decisions: Iterable[Decision]) -> Acting:
+        """What must be read while the pods exist, before a pass acts on its delete decisions:
+        each pod's failed runs (its decision's evidence) and their last log lines (runs not
+        kept before, LOG_READS_PER_PASS per job). Nothing is written: what became of the pod is
+        not known yet. The runs are held until after_acting."""
+        acting = Acting()
+        if not self.settings.evidence:
+            return acting
+        for decision in decisions:
+            if decision.action.deletes and decision.kind == "Pod" and (runs := failures_of_decided(decision)):
+                _, pods = acting.by_job.setdefault(decision.job.key, (decision.job, {}))
+                pods.setdefault(decision.uid, []).extend(runs)
+        for job, pods in acting.by_job.values():
+            runs = [f for pod in pods.values() for f in pod]
+            with self._lock:
+                unread = {f.key for f in runs if f.key not in self._kept}
+            read = {f.key: f for f in self._read_logs(cluster, job.namespace, runs, unread)}
+            for uid, pod in pods.items():
+                pods[uid] = [read[f.key] for f in pod]
+        with self._lock:
+            self._held.update(f.key for f in acting.runs)
+        return acting
+
+    def after_acting(
+        self, cluster: Cluster, acting: Acting, applied: Iterable[Applied], best_effort: bool = False
+    ) -> None:
+        """Keep each held run with the source its pod's Result says (no Result: the API failed
+        before it was known; the run was seen terminated, nothing more), one write per job.
+
+        Every job's store is tried; the first API failure then goes on, unless `best_effort`
+        (the act itself failed: that failure goes on instead)."""
+        results = {item.decision.uid: item.result for item in applied if item.decision.kind == "Pod"}
+        with self._lock:  # released first: a run kept only as seen terminated is not held back
+            self._held.subtract(f.key for f in acting.runs)
+            self._held = +self._held  # drop the runs no pass holds any more
+        failure: ApiUnavailable | None = None
+        for job, pods in acting.by_job.values():
+            runs = [f.kept_as(source_of(results.get(uid))) for uid, pod in pods.items() for f in pod]
+            try:
+                self.keep(cluster, job, runs, read_logs=False)
+            except ApiUnavailable as error:
+                failure = failure or error
+        if failure is not None and not best_effort:
+            raise failure
+
+    def _is_new(self, failure: Failure) -> bool:
+        kept = self._kept.get(failure.key)
+        if kept is None:
+            return not (failure.source.observed and self._held[failure.key] > 0)
+        return upgrades(failure.source, kept)
+
     def _remember(self, kept: Iterable[Failure]) -> None:
         with self._lock:
             for failure in kept:
-                self._kept[failure.key] = None
+                known = self._kept.get(failure.key)
+                if known is None or upgrades(failure.source, known):
+                    self._kept[failure.key] = failure.source
+                self._kept.move_to_end(failure.key)
             while len(self._kept) > REMEMBERED:
                 self._kept.popitem(last=False)
+
+    def _read_logs(
+        self, cluster: Cluster, namespace: str, failures: list[Failure], unread: set[RunKey]
+    ) -> list[Failure]:
+        """The failures, the first LOG_READS_PER_PASS of those in `unread` with their log tail."""
+        if not self._logs_allowed(namespace):
+            return failures
+        reads, read = LOG_READS_PER_PASS, []
+        for failure in failures:
+            if reads and failure.key in unread:
+                reads -= 1
+                failure = self._with_logs(cluster, namespace, failure)
+            read.append(failure)
+        return read
 
     def _logs_allowed(self, namespace: str) -> bool:
         return self.settings.evidence_log_lines > 0 and namespace not in self.settings.evidence_logs_excluded
 
-    def _with_logs(self, cluster: Cluster, job: JobRef, failure: Failure) -> Failure:
+    def _with_logs(self, cluster: Cluster, namespace: str, failure: Failure) -> Failure:
         logs = cluster.container_log(
-            job.namespace,
+            namespace,
             failure.pod,
             failure.container,
             failure.restarted,

@@ -20,7 +20,7 @@ from podsweeper.cluster.base import Cluster, JobUnknown
 from podsweeper.config import Settings
 from podsweeper.decisions import Action, Decision, Result
 from podsweeper.errors import ApiUnavailable
-from podsweeper.evidence import DELETED, TERMINATED, failures_of, failures_of_deleted
+from podsweeper.evidence import Source, failures_of
 from podsweeper.intake import Ignored, Intake, ObjectChange, ReferenceChange, SweepRequest, Trigger
 from podsweeper.keeper import EvidenceKeeper
 from podsweeper.lineage import Lineage, decide_lineage
@@ -159,23 +159,19 @@ class Pipeline:
 
         def act(decisions: list[Decision], budget: int) -> int:
             before = len(outcome.applied)
-            self._keep_before_deleting(decisions, cluster)
-            carry_out(decisions, cluster, self.settings, now, report, budget, self._deleter())
+            assert self._keeper is not None
+            # Evidence: read while the pods exist, written once each pod's Result is known.
+            acting = self._keeper.before_acting(cluster, decisions)
+            try:
+                carry_out(decisions, cluster, self.settings, now, report, budget, self._deleter())
+            except Exception:
+                # What was deleted before the failure is kept if the API lets us; the failure goes on.
+                self._keeper.after_acting(cluster, acting, outcome.applied[before:], best_effort=True)
+                raise
+            self._keeper.after_acting(cluster, acting, outcome.applied[before:])
             return sum(1 for item in outcome.applied[before:] if item.result is Result.DELETED)
 
         return act
-
-    def _keep_before_deleting(self, decisions: list[Decision], cluster: Cluster) -> None:
-        """The evidence of the pods about to be deleted, logs included, while they still exist."""
-        by_job: dict[JobKey, list[Decision]] = defaultdict(list)
-        for decision in decisions:
-            if decision.action.deletes and decision.kind == "Pod":
-                by_job[decision.job.key].append(decision)
-        assert self._keeper is not None
-        for deleted in by_job.values():
-            failures = [f for d in deleted for f in failures_of_deleted(d)]
-            if failures:
-                self._keeper.keep(cluster, deleted[0].job, failures, read_logs=True)
 
     def _deleter(self) -> Executor | None:
         if not self.concurrent_deletes or self.settings.delete_concurrency == 1:
@@ -207,7 +203,7 @@ class Pipeline:
             return
         gone = verb is Verb.DELETE
         failures = failures_of(
-            pod, pod.gpus(self.settings.gpu_resource_names), DELETED if gone else TERMINATED
+            pod, pod.gpus(self.settings.gpu_resource_names), Source.DELETED if gone else Source.TERMINATED
         )
         assert self._keeper is not None
         self._keeper.keep(cluster, pod.job, failures, read_logs=not gone)
@@ -301,7 +297,10 @@ class Pipeline:
         return PassResult(decisions, note, self.settings.max_deletes_per_event)
 
     def _keep_chain_evidence(self, decisions: list[Decision], lineage: Lineage, cluster: Cluster) -> None:
-        """Failed runs of the pods a JobSet/Job delete is about to take with it, logs included."""
+        """Failed runs of the pods a JobSet/Job delete is about to take with it, logs included.
+
+        Kept as seen terminated, before the act: the pods go by the garbage collector's hand
+        (or not at all, in dry-run), so no record of them says podsweeper deleted them."""
         doomed = {d.uid for d in decisions if d.action is Action.DELETE and d.kind != "Pod"}
         if not doomed or lineage.job is None:
             return
@@ -311,7 +310,7 @@ class Pipeline:
             failure
             for pod in lineage.pods
             if pod.labels.get(uid_label) in doomed or (pod.via is not None and pod.via.uid in doomed)
-            for failure in failures_of(pod, pod.gpus(gpus), TERMINATED)
+            for failure in failures_of(pod, pod.gpus(gpus), Source.TERMINATED)
         ]
         if failures:
             assert self._keeper is not None
