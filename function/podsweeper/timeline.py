@@ -6,6 +6,7 @@ import json
 from typing import Any, TextIO
 
 from podsweeper.decisions import Result
+from podsweeper.evidence import Source
 from podsweeper.intake import ObjectChange, ReferenceChange, SweepRequest
 from podsweeper.model import Job, Pod, Workload
 from podsweeper.replay import ReplayRun, ReplayStep
@@ -98,8 +99,19 @@ def print_summary(run: ReplayRun, out: TextIO) -> None:
     print(f"pods left in the simulated cluster: {', '.join(remaining) or 'none'}", file=out)
 
 
+def _source(value: Any) -> str:
+    """A record's source and what it means; one this version does not know, as written."""
+    try:
+        source = Source(value)
+    except ValueError:
+        return str(value)
+    return f"{source.value} ({source.meaning})"
+
+
 def print_evidence(job: str, records: list[dict[str, Any]], out: TextIO, as_json: bool = False) -> None:
-    """A job's kept failures as a timeline (or JSON lines): when, which run, how it ended."""
+    """A job's kept failures as a timeline (or JSON lines): when, which run, how it ended, and
+    what became of its pod (the record's source, said in words: a reader in a hurry must not
+    take "would be deleted (dry-run)" or "deferred" for a delete)."""
     if as_json:
         for record in records:
             print(json.dumps(record, sort_keys=True), file=out)
@@ -119,7 +131,7 @@ def print_evidence(job: str, records: list[dict[str, Any]], out: TextIO, as_json
             if part
         )
         print(f"\n{ended}  {r.get('pod')}/{r.get('container')} on {r.get('node') or '?'}: {how}", file=out)
-        print(f"    started {r.get('started_at', '?')}; kept because: {r.get('source')}", file=out)
+        print(f"    started {r.get('started_at', '?')}; source: {_source(r.get('source'))}", file=out)
         if r.get("message"):
             print(f"    message: {r['message']}", file=out)
         for line in (r.get("logs") or "").splitlines():

@@ -3,6 +3,8 @@ each record tells what happened to its pod (never a delete that did not happen).
 
 from __future__ import annotations
 
+import io
+
 import pytest
 
 from podsweeper.cluster.simulated import SimulatedCluster
@@ -22,6 +24,7 @@ from podsweeper.intake import parse_event
 from podsweeper.model import Verb
 from podsweeper.objects import parse_job, parse_pod, parse_workload
 from podsweeper.pipeline import Pipeline
+from podsweeper.timeline import print_evidence
 from tests.fixtures import trainer as v2
 from tests.fixtures.builders import SECRET, at, event, job, pod, split
 from tests.fixtures.builders import container_status as cs
@@ -424,3 +427,16 @@ def test_a_crash_loops_end_by_podsweepers_hand_is_kept_beyond_the_bound():
     merged = merge(records, [run(Source.DELETED_BY_PODSWEEPER, restarts=6)])
     assert merged is not None and merged[-1]["source"] == "deleted by podsweeper"
     assert merged[0]["restart_count"] == 1 and len(merged) == 1 + RECENT_PER_CONTAINER
+
+
+def test_the_timeline_says_what_became_of_each_pod_in_words():
+    records = [
+        {**run(Source.WOULD_BE_DELETED).as_dict(), "pod": "dry"},
+        {**run(TERMINATED).as_dict(), "source": "seen by a newer podsweeper"},
+    ]
+    out = io.StringIO()
+    print_evidence("default/pytest", records, out)
+    text = out.getvalue()
+    assert "source: would be deleted (dry-run) (podsweeper decided to delete the pod; dry-run: it was" in text
+    assert "source: seen by a newer podsweeper\n" in text
+    assert "deleted by podsweeper" not in text
