@@ -223,6 +223,15 @@ def pod_is_candidate(pod: Pod, ref: JobRef, launchers: frozenset[str] | None = f
     )
 
 
+def in_namespaces(namespace: str, settings: Settings) -> bool:
+    """The engine's own namespace gate, behind the caller's (triage.in_scope).
+
+    A plain check, not an assert (`python -O` strips those). Out of scope decides nothing
+    rather than raising: a raise would end a whole sweep, leaving every allowed namespace
+    uncleaned for one object that slipped past the caller's gate."""
+    return settings.namespace_allowed(namespace)
+
+
 def decide_pods(
     ref: JobRef,
     job: Job | None,
@@ -235,12 +244,13 @@ def decide_pods(
 
     `launchers`: the batch Jobs proven to be the job's launchers (proven_launchers); a launcher
     pod of any other Job is never decided. The caller has passed the job's namespace through
-    the namespace gate (triage.in_scope).
+    the namespace gate (triage.in_scope); a pod outside the namespaces is never decided.
     """
-    assert settings.namespace_allowed(ref.namespace), f"namespace {ref.namespace!r} not gated"
     ctx = Context(now, settings)
     decisions = []
     for pod in pods:
+        if not in_namespaces(pod.namespace, settings):
+            continue  # each pod on its own: what the job ref says does not widen the gate
         if not pod_is_candidate(pod, ref, launchers):
             continue
         owner = _owning_job(pod, job)
@@ -303,6 +313,8 @@ def failed_mpijob_running(job: Job, now: datetime, settings: Settings) -> Decisi
     since = job.failed_unsettled_at
     if since is None or job.suspended:
         return None
+    if not in_namespaces(job.namespace, settings):
+        return None
     if (now - since).total_seconds() < settings.operator_grace_seconds:
         return None
     switch = ".".join(("spec", *job.kind.suspend_path))
@@ -334,7 +346,8 @@ def unbounded_restart_replicas(job: Job) -> tuple[str, ...]:
 
 def decide_new_job(job: Job, settings: Settings) -> list[Decision]:
     """Rule no-backoff-limit: warn when failed replicas of a new job would restart forever."""
-    assert settings.namespace_allowed(job.namespace), f"namespace {job.namespace!r} not gated"
+    if not in_namespaces(job.namespace, settings):
+        return []
     restarting = unbounded_restart_replicas(job)
     if not restarting:
         return []
@@ -363,6 +376,8 @@ def stuck_terminating(
     """
     limit = settings.stuck_terminating_seconds
     if limit is None or pod.job is None or pod.foreign_controller or not pod.terminating:
+        return None
+    if not in_namespaces(pod.namespace, settings):
         return None
     if pod.via is not None and pod.job.kind.chain is None:
         return None  # a launcher pod (MPIJob v2beta1): its batch Job is not proven the job's here

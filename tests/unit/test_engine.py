@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 import pytest
 
 from podsweeper.config import Settings
 from podsweeper.decisions import Action, Rule
-from podsweeper.engine import decide_new_job, decide_pods
+from podsweeper.engine import decide_new_job, decide_pods, failed_mpijob_running, stuck_terminating
 from podsweeper.intake import Ignored
+from podsweeper.model import Node, NodeReady
 from podsweeper.objects import parse_job, parse_pod
 from podsweeper.triage import in_scope
 from tests.fixtures.builders import at, job, pod
 from tests.fixtures.builders import container_status as cs
+from tests.fixtures.mpi import mpijob
 
 NOW = at(600)
 RUNNING = [("Created", at(0)), ("Running", at(2))]
@@ -247,13 +250,53 @@ def test_pod_of_another_job_in_the_list_is_ignored():
     ],
 )
 def test_namespaces_outside_scope_are_never_acted_in(name, kw):
-    """The gate (triage.in_scope) turns them away; the engine refuses any that slip past it."""
-    j = job(namespace="kube-system" if not kw else "team-c", conditions=SUCCEEDED)
+    """The gate (triage.in_scope) turns them away; the engine decides nothing for any that
+    slip past it, with a plain check that `python -O` keeps (an assert would be stripped)."""
+    outside = "kube-system" if not kw else "team-c"
+    j = job(namespace=outside, conditions=SUCCEEDED)
     assert isinstance(in_scope(parse_job(j).namespace, settings(**kw)), Ignored), name
-    with pytest.raises(AssertionError, match="not gated"):
-        decide(j, [pod(j, "Worker", 0, phase="Running")], **kw)
-    with pytest.raises(AssertionError, match="not gated"):
-        decide_new_job(parse_job(j), settings(**kw))
+    assert decide(j, [pod(j, "Worker", 0, phase="Running")], **kw) == []
+    assert decide_new_job(parse_job(j), settings(**kw)) == []
+    # rule stuck-terminating and rule failed-mpijob-running: the force delete and the suspend
+    lost = Node("las1", NodeReady.UNKNOWN, at(0))
+    stuck = parse_pod(pod(j, "Worker", 0, phase="Running", deleting_at=at(100)))
+    assert (
+        stuck_terminating(stuck, lost, parse_job(j), at(1000), settings(stuck_terminating_seconds=60, **kw))
+        is None
+    )
+    failed = parse_job(mpijob(ns=outside, conditions=(("Running", at(1)), ("Failed", at(30)))))
+    assert failed.failed_unsettled_at is not None
+    assert failed_mpijob_running(failed, at(1000), settings(**kw)) is None
+
+
+def test_a_pod_outside_the_namespaces_is_never_decided_whatever_its_job_says():
+    """Each pod is checked too: a pod whose job ref names an allowed namespace is still its own."""
+    j = job(namespace="team-a", conditions=SUCCEEDED)
+    inside = parse_pod(pod(j, "Worker", 0, phase="Running"))
+    slipped = dataclasses.replace(inside, namespace="kube-system")
+    ref = parse_job(j).ref
+    assert len(decide_pods(ref, parse_job(j), [inside], NOW, settings())) == 1
+    assert decide_pods(ref, parse_job(j), [slipped], NOW, settings()) == []
+    lost = Node("las1", NodeReady.UNKNOWN, at(0))
+    stuck = parse_pod(pod(j, "Worker", 0, phase="Running", deleting_at=at(100)))
+    limit = settings(stuck_terminating_seconds=60)
+    assert stuck_terminating(stuck, lost, parse_job(j), at(1000), limit) is not None
+    assert (
+        stuck_terminating(dataclasses.replace(stuck, namespace="kube-system"), lost, None, at(1000), limit)
+        is None
+    )
+
+
+def test_the_same_cases_inside_the_namespaces_are_decided():
+    """The refusals above are the gate's, not the cases': allowed, each one decides."""
+    j = job(namespace="team-a", conditions=SUCCEEDED)
+    assert len(decide(j, [pod(j, "Worker", 0, phase="Running")])) == 1
+    assert len(decide_new_job(parse_job(j), settings())) == 1
+    lost = Node("las1", NodeReady.UNKNOWN, at(0))
+    stuck = parse_pod(pod(j, "Worker", 0, phase="Running", deleting_at=at(100)))
+    assert stuck_terminating(stuck, lost, parse_job(j), at(1000), settings(stuck_terminating_seconds=60))
+    failed = parse_job(mpijob(conditions=(("Running", at(1)), ("Failed", at(30)))))
+    assert failed_mpijob_running(failed, at(1000), settings()) is not None
 
 
 def test_allowed_namespace_list_admits_its_namespaces():
