@@ -1,8 +1,16 @@
 """Fixtures for the e2e tests: the stack (tests/stack) on the session's control plane.
 
-`make_stack(mode=..., env=...)` starts the function and Knative's receive adapter for the
-test's own namespace (the `namespace` fixture of tests/conftest.py); everything is stopped
-at the end of the test, and on failure the tails of their logs are printed.
+`make_stack(world=..., mode=..., env=...)` starts the function and Knative's receive adapter
+for one namespace of the test's own; the test must say which world (tests/stack):
+
+- "real": the real training operator, garbage collector, scheduler and kwok (tests/world), one
+  world per module on a control plane of its own (`real_world`); the namespace is
+  `stack.namespace`, reached through `stack.admin_api`;
+- "players": the session's control plane with no controller; the test plays them (the
+  `namespace` fixture of tests/conftest.py). Only for a state no real controller produces.
+
+Everything is stopped at the end of the test, and on failure the tails of their logs are
+printed. A function, adapter or world part that died during the test fails its teardown.
 
 Each scenario reports the time from the job's terminal status write to the last pod gone;
 the table is printed at the end of the run (it is measured, never asserted).
@@ -11,6 +19,7 @@ the table is printed at the end of the run (it is measured, never asserted).
 from __future__ import annotations
 
 import contextlib
+import secrets
 import sys
 
 import pytest
@@ -78,15 +87,39 @@ def receive_adapter(pytestconfig):
     return RECEIVE_ADAPTER.path
 
 
+@pytest.fixture(scope="module")
+def real_world(receive_adapter):
+    """The real world (tests/world) on a control plane of its own, shared by a module's tests
+    that choose world="real": starting one costs ~20 s. Not on the session's control plane:
+    its operator and garbage collector would act on the players' jobs and pods."""
+    from tests.controlplane.launcher import ControlPlane
+    from tests.world.launcher import World
+
+    with ControlPlane(log=sys.stderr) as cp, World(cp, log=sys.stderr) as world:
+        yield world
+
+
 @pytest.fixture
 def make_stack(request, receive_adapter, control_plane, namespace):
     from tests.stack import Stack
 
     stacks: list[Stack] = []
 
-    def make(mode: str = "Resource", env: dict | None = None) -> Stack:
+    def make(*, world: str, mode: str = "Resource", env: dict | None = None) -> Stack:
         function_env = {"PODSWEEPER_ORPHAN_GRACE_SECONDS": str(ORPHAN_GRACE_SECONDS), **(env or {})}
-        stack = Stack(control_plane, namespace, world="players", mode=mode, function_env=function_env)
+        if world == "real":
+            running = request.getfixturevalue("real_world")
+            stack = Stack(
+                running.control_plane,
+                f"r-{secrets.token_hex(4)}",
+                world=running,
+                mode=mode,
+                function_env=function_env,
+            )
+        elif world == "players":
+            stack = Stack(control_plane, namespace, world="players", mode=mode, function_env=function_env)
+        else:
+            raise ValueError(f"make_stack(world=...) is 'real' or 'players', not {world!r}")
         stacks.append(stack)
         return stack.start()
 
@@ -94,22 +127,50 @@ def make_stack(request, receive_adapter, control_plane, namespace):
     failed = any(
         getattr(getattr(request.node, f"rep_{when}", None), "failed", False) for when in ("setup", "call")
     )
+    finish_stacks(stacks, failed)
+
+
+def finish_stacks(stacks, failed: bool, log=sys.stderr) -> None:
+    """Stop every stack, whatever happens to the others; then fail if a part of one died
+    during the test (a crash after the last assertion must not pass unnoticed). Logs are
+    printed for a failed test or a dead part, and removed otherwise."""
+    died: list[str] = []
     for stack in stacks:
-        with contextlib.suppress(Exception):
+        try:
             stack.check_alive()
-        stack.stop()
-        if failed:
-            print(
-                f"\n--- function log ({stack.function.log_path if stack.function else '-'}):", file=sys.stderr
-            )
-            if stack.function is not None:
-                print(
-                    "\n".join(stack.function.log_path.read_text(errors="replace").splitlines()[-60:]),
-                    file=sys.stderr,
-                )
-            if stack.adapter is not None:
-                print(
-                    f"--- adapter log ({stack.adapter.log_path}):\n{stack.adapter.tail(40)}", file=sys.stderr
-                )
+        except Exception as error:  # noqa: BLE001 - reported below, after every stack is stopped
+            died.append(f"{stack.namespace}: {error}")
+        try:
+            stack.stop()
+        except Exception as error:  # noqa: BLE001 - the other stacks must still stop
+            died.append(f"{stack.namespace}: did not stop: {error}")
+        if stack.world_kind == "real":
+            _drop_namespace(stack)
+        if failed or died:
+            _print_logs(stack, log)
         else:
             stack.cleanup()
+    if died:
+        pytest.fail("part of the stack died during the test:\n" + "\n".join(died), pytrace=False)
+
+
+def _drop_namespace(stack) -> None:
+    """A real world's namespace goes with everything in it (its namespace controller runs)."""
+    with contextlib.suppress(Exception):
+        api = stack.cp.api_client("admin")
+        try:
+            from kubernetes import client
+
+            for namespace in stack.watched:
+                client.CoreV1Api(api).delete_namespace(namespace)
+        finally:
+            api.close()
+
+
+def _print_logs(stack, log) -> None:
+    function = stack.function
+    print(f"\n--- function log ({function.log_path if function else '-'}):", file=log)
+    if function is not None:
+        print("\n".join(function.log_path.read_text(errors="replace").splitlines()[-60:]), file=log)
+    if stack.adapter is not None:
+        print(f"--- adapter log ({stack.adapter.log_path}):\n{stack.adapter.tail(40)}", file=log)

@@ -101,3 +101,39 @@ def test_source_config_follows_the_shipped_apiserversource():
     assert pod_selectors == {"training.kubeflow.org/job-name", "jobset.sigs.k8s.io/jobset-name"}
     assert {(k.group, k.plural) for k in kinds.TRAINING_KINDS} <= gvrs
     assert source_config(["ns1"])["mode"] == "Resource"
+
+
+class _FakeStack:
+    """What finish_stacks touches of a Stack, with a part that may have died."""
+
+    def __init__(self, name: str, dead: str = ""):
+        self.namespace, self.dead = name, dead
+        self.world_kind, self.function, self.adapter = "players", None, None
+        self.stopped = self.cleaned = False
+
+    def check_alive(self) -> None:
+        if self.dead:
+            raise RuntimeError(self.dead)
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def cleanup(self) -> None:
+        self.cleaned = True
+
+
+def test_teardown_fails_when_a_part_died_during_the_test_and_still_stops_every_stack():
+    """make_stack's teardown: a function that crashed after the test's last assertion fails
+    the test (it was once suppressed); every stack is stopped all the same."""
+    import io
+
+    from tests.e2e.conftest import finish_stacks
+
+    stacks = [_FakeStack("a", dead="the function exited: Traceback ..."), _FakeStack("b")]
+    with pytest.raises(pytest.fail.Exception, match="the function exited"):
+        finish_stacks(stacks, failed=False, log=io.StringIO())
+    assert all(s.stopped for s in stacks)
+    assert not stacks[0].cleaned, "the dead part's logs are kept"
+    healthy = [_FakeStack("c")]
+    finish_stacks(healthy, failed=False, log=io.StringIO())
+    assert healthy[0].stopped and healthy[0].cleaned

@@ -160,7 +160,7 @@ def test_sweep_tick_removes_what_no_event_reports(make_stack, admin_api, core, n
     labels. When the job succeeds with both workers still running, the job's event removes
     worker-0, never worker-1 (the shipped pod watch does not select it, and the job's pass
     lists by the v1.6+ label); the next real PingSource tick does."""
-    stack = make_stack()
+    stack = make_stack(world="players")
     play = Play(admin_api, namespace)
 
     job = play.submit(builders.job("PyTorchJob", "upgraded", namespace, replicas={"Master": 1, "Worker": 2}))

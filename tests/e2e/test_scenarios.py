@@ -97,7 +97,7 @@ def _kept(core, namespace: str, pods: dict[str, str]) -> None:
 
 
 def _seed_experiment_2(make_stack, admin_api, core, namespace, timings, mode: str, label: str):
-    stack = make_stack(mode=mode)
+    stack = make_stack(world="players", mode=mode)
     play = Play(admin_api, namespace, scale=SCALE)
     out = experiment_2(play, until=34)
     workers = workers_of(out.pods)
@@ -127,7 +127,7 @@ def test_2_seed_experiment_1_without_operator_cleanup(make_stack, admin_api, cor
     """cleanPodPolicy All, job Succeeded, and the operator's own cleanup missing: podsweeper
     leaves the pods to the operator for its grace (2 s here), then the next sweep (the
     PingSource's backstop, ticked by Knative's real mtping every 2 s) removes them all."""
-    stack = make_stack(env={"PODSWEEPER_OPERATOR_GRACE_SECONDS": str(OPERATOR_GRACE)})
+    stack = make_stack(world="players", env={"PODSWEEPER_OPERATOR_GRACE_SECONDS": str(OPERATOR_GRACE)})
     play = Play(admin_api, namespace, scale=SCALE)
     out = experiment_1(play, operator_cleanup=False)
     time.sleep(1.0)
@@ -164,7 +164,7 @@ def test_3_orphans_deleted_after_grace(make_stack, admin_api, core, namespace, t
     the pods' ownerReferences and then removes the job's `orphan` finalizer; the pods are
     then the job's only by their labels.
     """
-    stack = make_stack()
+    stack = make_stack(world="players")
     play = Play(admin_api, namespace)
     job = play.submit(
         builders.job(
@@ -214,7 +214,7 @@ def test_4_pod_recreated_under_the_same_name_is_kept(make_stack, admin_api, core
     """A job resubmitted under the same name while an old event about it is still in flight:
     the old job's Succeeded event and its pod's event arrive (again) after the pod was
     re-created with a new uid. The function re-reads fresh state and keeps the new pod."""
-    stack = make_stack()
+    stack = make_stack(world="players")
     play = Play(admin_api, namespace)
     spec = dict(replicas={"Master": 1, "Worker": 1}, backoff_limit=0)
     first = play.submit(builders.job("PyTorchJob", "resubmitted", namespace, **spec))
@@ -268,7 +268,7 @@ def test_6_backstop_sweep_with_the_adapter_down(make_stack, admin_api, core, nam
     """The adapter is down while the job finishes (those changes are never sent); the
     PingSource tick (Knative's real mtping, every 2 s) sweeps the namespace and removes the
     leftovers."""
-    stack = make_stack()
+    stack = make_stack(world="players")
     play = Play(admin_api, namespace, scale=SCALE)
     job = play.submit(builders.job("PyTorchJob", "unwatched", namespace))
     pods = play.create_pods(job)

@@ -80,7 +80,7 @@ def evaluate_everything(prom: Prometheus, namespace: str) -> dict[str, list[dict
 
 
 def test_seed_experiment_2_on_the_dashboard(make_stack, admin_api, core, namespace, prometheus_binary):
-    stack = make_stack()
+    stack = make_stack(world="players")
     with Prometheus(prometheus_binary, [_target(stack.function.url)]) as prom:
         prom.wait_for('up{job="podsweeper"} == 1', timeout=SCRAPED, what="the function scraped")
         play = Play(admin_api, namespace, scale=SCALE)
@@ -130,7 +130,7 @@ def test_seed_experiment_2_on_the_dashboard(make_stack, admin_api, core, namespa
 
 
 def test_dry_run_shows_the_leftover_gpus(make_stack, admin_api, core, namespace, prometheus_binary):
-    stack = make_stack(env={"PODSWEEPER_DRY_RUN": "true"})
+    stack = make_stack(world="players", env={"PODSWEEPER_DRY_RUN": "true"})
     with Prometheus(prometheus_binary, [_target(stack.function.url)]) as prom:
         prom.wait_for('up{job="podsweeper"} == 1', timeout=SCRAPED, what="the function scraped")
         play = Play(admin_api, namespace, scale=SCALE)

@@ -1,6 +1,7 @@
 """The whole podsweeper path on one machine: control plane, function, Knative's receive adapter.
 
-Two worlds around it (`world=`):
+Two worlds around it (`world=`, which every caller names: no default, so a test says which
+world its claims hold in):
 
 - "real": tests/world on the same control plane: kube-controller-manager (garbage collector),
   kube-scheduler, kwok GPU nodes (the simulated kubelet) and the Kubeflow training operator
@@ -8,8 +9,9 @@ Two worlds around it (`world=`):
   makes the pods and Services and writes the job's status. A World instance may be passed
   instead, to share one world between several stacks (e.g. a second function instance with
   other settings); the stack then leaves it running.
-- "players" (the default of `Stack`): no controller at all; the test plays the operator and the
-  kubelet (tests/e2e/players.py), and a minimal "kubelet" below finishes graceful deletions.
+- "players": no controller at all; the test plays the operator and the kubelet
+  (tests/e2e/players.py), and a minimal "kubelet" below finishes graceful deletions. Only for
+  states no real controller produces (the test's docstring says which and why).
 
     kube-apiserver --watch--> apiserver_receive_adapter --CloudEvents/HTTP--> functions-framework
           ^                                                                        |
@@ -255,7 +257,7 @@ class Stack:
         control_plane,
         namespace: str | list[str],
         *,
-        world="players",
+        world,
         watch_namespaces: list[str] | None = None,
         mode: str = "Resource",
         function_env: dict | None = None,
