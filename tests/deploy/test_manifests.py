@@ -11,8 +11,9 @@
   tests/deploy/knativevalidate) accepts the Knative objects: no Knative webhook runs in the
   test cluster, so that is what rejects e.g. a reserved PORT variable or min-scale > max-scale;
 - knative/function-rbac.yaml grants exactly the API calls the function makes;
-- the source watches, and the ClusterRoles grant, what podsweeper.kinds lists (the kinds table
-  is the one home of which kinds, groups, versions, links and labels there are).
+- the source watches, and each ClusterRole grants, exactly what tests/fixtures/facts.py writes
+  out literally (never what podsweeper.kinds lists: a new kind or link in the package must not
+  widen what these tests accept; tests/unit/test_facts.py holds the two tables together).
 
 Each "accepts" test has a "rejects" control that breaks a manifest on purpose.
 """
@@ -27,8 +28,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from podsweeper import kinds
-from podsweeper.ownership import JOB_NAME_LABEL
+from tests.fixtures import facts
+from tests.fixtures.facts import JOB_NAME_LABEL, JOBSET_NAME_LABEL
 
 REPO = Path(__file__).resolve().parents[2]
 KNATIVE = REPO / "knative"
@@ -53,27 +54,33 @@ def watch(api_version: str, kind: str, selector: dict | None = None) -> dict:
     return {"apiVersion": api_version, "kind": kind, **({"selector": selector} if selector else {})}
 
 
-# What the source must watch, derived from podsweeper.kinds, in the order the overlays' JSON
-# patches rely on. Training Operator v1: each job kind at its preferred version, and the pods
-# labelled with a job's name.
-V1_WATCHES = [watch(k.api_version(), k.kind) for k in kinds.OPERATOR_KINDS] + [
-    watch("v1", "Pod", exists(JOB_NAME_LABEL))
+# What the source must watch, in the order the overlays' JSON patches rely on. Training
+# Operator v1: each job kind at the version a plain cluster serves, and the pods labelled with
+# a job's name.
+V1_WATCHES = [
+    watch("kubeflow.org/v1", "PyTorchJob"),
+    watch("kubeflow.org/v1", "TFJob"),
+    watch("kubeflow.org/v1", "MPIJob"),
+    watch("kubeflow.org/v1", "XGBoostJob"),
+    watch("kubeflow.org/v1", "PaddleJob"),
+    watch("kubeflow.org/v1", "JAXJob"),
+    watch("v1", "Pod", exists(JOB_NAME_LABEL)),
 ]
-# A chained kind (Trainer v2): the job, its chain's top link (all of them: a TrainJob's JobSet
-# carries no label of its own), the links below it and the pods, selected by the chain's label.
+# Trainer v2: the TrainJob, its JobSets (all of them: a TrainJob's JobSet carries no label of
+# its own), the batch Jobs a JobSet labelled, and their pods, by the same label.
 V2_WATCHES = [
-    entry
-    for k in kinds.TRAINING_KINDS
-    if k.chain is not None
-    for entry in (
-        watch(k.api_version(), k.kind),
-        *(
-            watch(link.api_version, link.kind, None if i == 0 else exists(k.chain.name_label))
-            for i, link in enumerate(k.chain.links)
-        ),
-        watch("v1", "Pod", exists(k.chain.name_label)),
-    )
+    watch("trainer.kubeflow.org/v1alpha1", "TrainJob"),
+    watch("jobset.x-k8s.io/v1alpha2", "JobSet"),
+    watch("batch/v1", "Job", exists(JOBSET_NAME_LABEL)),
+    watch("v1", "Pod", exists(JOBSET_NAME_LABEL)),
 ]
+# Each RBAC manifest, and what its ClusterRole grants whom (tests/fixtures/facts.py).
+RBAC_MANIFESTS = {
+    "function-rbac.yaml": (facts.FUNCTION_RBAC, facts.FUNCTION_SUBJECT),
+    "source/rbac.yaml": (facts.SOURCE_RBAC, facts.SOURCE_SUBJECT),
+    "overlays/crashloop-suspend/suspend-rbac.yaml": (facts.SUSPEND_RBAC, facts.FUNCTION_SUBJECT),
+    "overlays/stuck-terminating/nodes-rbac.yaml": (facts.NODES_RBAC, facts.FUNCTION_SUBJECT),
+}
 
 
 # --- helpers -------------------------------------------------------------------------------
@@ -147,27 +154,15 @@ def test_function_clusterrole_grants_exactly_what_the_function_uses():
     role = one(docs, "ClusterRole")
     text = json.dumps(role["rules"])
     assert "*" not in text, "no wildcard in the function's ClusterRole"
-    expected = {
-        ("", "pods"): {"get", "list", "delete"},
-        ("", "events"): {"get", "create", "patch"},
-        ("", "configmaps"): {"get", "create", "update"},
-        ("", "pods/log"): {"get"},
-    }
-    # Every training job: read to see whether it finished (GET), listed by the sweep (LIST).
-    # A chained job (TrainJob) is also suspended (patch) by rule finished-trainjob-restarted,
-    # by default, and a kind with a launcher (MPIJob v2beta1) by rule failed-mpijob-running;
-    # any other v1 job only with the opt-in overlays/crashloop-suspend.
-    expected |= {
-        (k.group, k.plural): {"get", "list", *(("patch",) if k.chain or k.launcher else ())}
-        for k in kinds.TRAINING_KINDS
-    }
-    # A chain's links (JobSet, batch Job): read, listed, and deleted by the v2 rules.
-    expected |= {(link.group, link.plural): {"get", "list", "delete"} for link in kinds.LINKS}
-    assert rules_table(role) == expected
+    # pods, events, the evidence ConfigMaps and pods/log; every training job read (GET) and
+    # listed (LIST); a chained job (TrainJob) also suspended (patch) by rule
+    # finished-trainjob-restarted, an mpi-operator MPIJob by rule failed-mpijob-running (any
+    # other v1 job only with the opt-in overlays/crashloop-suspend); a chain's links (JobSet,
+    # batch Job) read, listed and deleted by the v2 rules. Written out in facts.FUNCTION_RBAC.
+    assert rules_table(role) == facts.FUNCTION_RBAC
     # Nothing a training job is: the v2 deletes are of the links only (a TrainJob is the user's).
-    assert {(k.group, k.plural) for k in kinds.TRAINING_KINDS}.isdisjoint(
-        {key for key, verbs in expected.items() if "delete" in verbs}
-    )
+    deletable = {key for key, verbs in rules_table(role).items() if "delete" in verbs}
+    assert deletable == {("", "pods"), ("jobset.x-k8s.io", "jobsets"), ("batch", "jobs")}
 
     binding = one(docs, "ClusterRoleBinding")
     assert binding["roleRef"] == {
@@ -180,6 +175,36 @@ def test_function_clusterrole_grants_exactly_what_the_function_uses():
     ]
     sa = one(docs, "ServiceAccount")
     assert (sa["metadata"]["namespace"], sa["metadata"]["name"]) == ("podsweeper", "podsweeper")
+
+
+@pytest.mark.parametrize("manifest", list(RBAC_MANIFESTS))
+def test_each_rbac_manifest_grants_exactly_its_literal_table(manifest):
+    """Every ClusterRole we ship, as written, against its table in tests/fixtures/facts.py:
+    a rule added to a manifest (or a kind added to the package) fails here until the table
+    says so too; and each is bound to its one ServiceAccount only."""
+    expected, subject = RBAC_MANIFESTS[manifest]
+    docs = [d for d in yaml.safe_load_all((KNATIVE / manifest).read_text()) if d]
+    role = one(docs, "ClusterRole")
+    assert "*" not in json.dumps(role["rules"]), f"{manifest}: a wildcard"
+    assert rules_table(role) == expected, manifest
+    binding = one(docs, "ClusterRoleBinding")
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": role["metadata"]["name"],
+    }
+    assert binding["subjects"] == [subject], manifest
+    assert not by_kind(docs, "Role") and not by_kind(docs, "RoleBinding"), manifest
+
+
+def test_every_rbac_manifest_is_in_the_table():
+    """No ClusterRole under knative/ that the test above does not check."""
+    found = {
+        str(path.relative_to(KNATIVE))
+        for path in KNATIVE.rglob("*.yaml")
+        if any(d and d.get("kind") in ("ClusterRole", "Role") for d in yaml.safe_load_all(path.read_text()))
+    }
+    assert found == set(RBAC_MANIFESTS)
 
 
 # --- the rendered manifests ---------------------------------------------------------------
@@ -219,14 +244,14 @@ def test_apiserversource_watches_the_training_jobs_their_links_and_their_pods(re
     assert spec["sink"] == {
         "ref": {"apiVersion": "serving.knative.dev/v1", "kind": "Service", "name": "podsweeper"}
     }
-    # v1 first, then v2, each as podsweeper.kinds says (the overlays patch by position).
+    # v1 first, then v2, as written out above (the overlays patch by position).
     assert spec["resources"] == V1_WATCHES + V2_WATCHES
-    # Every training kind, every link of its chain; pods and middle links only by label.
+    # Every training kind, every link of its chain; pods and batch Jobs only by label.
     watched = {(r["apiVersion"], r["kind"]) for r in spec["resources"]}
-    assert {(k.api_version(), k.kind) for k in kinds.TRAINING_KINDS} <= watched
-    assert {(link.api_version, link.kind) for link in kinds.LINKS} <= watched
+    assert {(f"{k.group}/{k.versions[0]}", k.kind) for k in facts.TRAINING_KINDS} <= watched
+    assert {(f"{link.group}/{link.version}", link.kind) for link in facts.LINKS} <= watched
     for r in spec["resources"]:
-        if r["kind"] == "Pod" or kinds.link_lookup(r["apiVersion"], r["kind"]) == kinds.BATCH_JOB:
+        if r["kind"] in ("Pod", "Job"):
             assert r.get("selector"), f"{r['kind']} watched without a label selector: all of the cluster's"
 
     # Its ServiceAccount exists in the source's namespace and its ClusterRole covers every
@@ -238,7 +263,7 @@ def test_apiserversource_watches_the_training_jobs_their_links_and_their_pods(re
     assert "*" not in json.dumps(role["rules"])
     needed = {(r["apiVersion"].rpartition("/")[0], guess_plural(r["kind"])) for r in spec["resources"]}
     assert set(table) == needed
-    assert all(verbs == {"get", "list", "watch"} for verbs in table.values()), table
+    assert table == facts.SOURCE_RBAC
     binding = next(o for o in by_kind(objects, "ClusterRoleBinding") if o["metadata"]["name"] == sa_name)
     assert binding["roleRef"]["name"] == sa_name
     assert binding["subjects"] == [
@@ -380,7 +405,7 @@ def test_suspend_overlay_grants_patch_on_the_training_jobs_and_nothing_else():
     ]
     role = one(docs, "ClusterRole")
     # runPolicy.suspend is the training operator's; a TrainJob's pods never reach crash-loop.
-    assert rules_table(role) == {(k.group, k.plural): {"patch"} for k in kinds.OPERATOR_KINDS}
+    assert rules_table(role) == facts.SUSPEND_RBAC
     binding = one(docs, "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [
@@ -584,13 +609,9 @@ def test_watched_group_versions_are_served(api, rendered):
         for res in src["spec"]["resources"]:
             served = api.resources(res["apiVersion"])
             assert res["kind"] in served, f"{name}: {res['apiVersion']} {res['kind']} not served"
-            # The resource the controller guesses is the one served, and the one kinds.py names.
+            # The resource the controller guesses is the one served, and the one the facts name.
             assert served[res["kind"]]["name"] == guess_plural(res["kind"])
-            known = kinds.lookup(res["apiVersion"], res["kind"]) or kinds.link_lookup(
-                res["apiVersion"], res["kind"]
-            )
-            assert known is not None or res["kind"] == "Pod", res
-            assert known is None or known.plural == served[res["kind"]]["name"], res
+            assert served[res["kind"]]["name"] == facts.PLURALS[res["kind"]], res
             assert {"get", "list", "watch"} <= set(served[res["kind"]]["verbs"])
     mpi = one(rendered["knative/overlays/mpi-operator"], "ApiServerSource")
     assert "MPIJob" not in api.resources("kubeflow.org/v2beta1")  # only the overlay names it
@@ -601,7 +622,10 @@ def test_watched_group_versions_are_served(api, rendered):
 def test_source_service_account_passes_knatives_access_check(api, rendered):
     """Apply the source's RBAC for real and run the SubjectAccessReviews Knative's ApiServerSource
     controller runs (eventing pkg/reconciler/apiserversource runAccessCheck): get, list and
-    watch on each resource, as the source's ServiceAccount; and no write access."""
+    watch on each resource, as the source's ServiceAccount. And every other verb on those, on
+    the function's resources and on resources no manifest names, in one namespace and across
+    all: what is allowed is exactly facts.SOURCE_RBAC (plus what Kubernetes grants every
+    authenticated user), nothing more."""
     objects = rendered["knative"]
     src = one(objects, "ApiServerSource")
     sa_name = src["spec"]["serviceAccountName"]
@@ -612,20 +636,25 @@ def test_source_service_account_passes_knatives_access_check(api, rendered):
     for obj in rbac:
         status, data = api.apply(obj, dry_run=False)
         assert status in (200, 201), data
-    user = f"system:serviceaccount:{src['metadata']['namespace']}:{sa_name}"
+    namespace_of_sa = src["metadata"]["namespace"]
+    user = f"system:serviceaccount:{namespace_of_sa}:{sa_name}"
+    # The groups a ServiceAccount token carries (tests/controlplane/launcher.py does the same).
+    groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace_of_sa}", "system:authenticated"]
 
     def allowed(verb: str, group: str, resource: str, namespace: str) -> bool:
+        resource, _, subresource = resource.partition("/")
         review = {
             "apiVersion": "authorization.k8s.io/v1",
             "kind": "SubjectAccessReview",
             "spec": {
                 "user": user,
-                "groups": ["system:serviceaccounts"],
+                "groups": groups,
                 "resourceAttributes": {
                     "namespace": namespace,
                     "verb": verb,
                     "group": group,
                     "resource": resource,
+                    "subresource": subresource,
                 },
             },
         }
@@ -648,9 +677,14 @@ def test_source_service_account_passes_knatives_access_check(api, rendered):
                         res["kind"],
                         namespace,
                     )
-            for verb in ("create", "update", "patch", "delete", "deletecollection"):
-                assert not allowed(verb, group, guess_plural(res["kind"]), "team-a"), (verb, res)
-        assert not allowed("get", "", "secrets", "team-a")
+        expected = facts.merged(facts.SOURCE_RBAC, facts.EVERY_USER)
+        probed = sorted({*facts.SOURCE_RBAC, *facts.FUNCTION_RBAC, *facts.EVERY_USER, *facts.UNNAMED})
+        granted = {
+            (group, resource): verbs
+            for group, resource in probed
+            if (verbs := {v for v in facts.VERBS if allowed(v, group, resource, "team-a")})
+        }
+        assert granted == expected
     finally:
         for obj in reversed(created):
             api.delete(obj)
