@@ -26,10 +26,19 @@ from podsweeper.cluster.kube import KubeCluster, load_api_client
 from podsweeper.decisions import Result
 from podsweeper.evidence import store_name
 from podsweeper.model import EventRecord, FinishMark, JobRef
-from tests.integration.trainer_objects import CHAIN, TRAINJOB, trainer_namespace
+from tests.fixtures import facts
+from tests.integration.trainer_objects import TRAINJOB_API_VERSION, trainer_namespace
 
 pytestmark = pytest.mark.integration
-JOBSET, BATCH_JOB = kinds.JOBSET, kinds.BATCH_JOB
+# The kinds as the test side writes them out (group, version, plural: tests/fixtures/facts.py),
+# and the package's own objects for them, looked up by those facts (a package that names them
+# otherwise fails here, not silently elsewhere): the package's calls take the package's kinds.
+TJ, JS, BJ = facts.TRAINJOB, facts.JOBSET, facts.BATCH_JOB
+TRAINJOB = kinds.lookup(TRAINJOB_API_VERSION, TJ.kind)
+JOBSET = kinds.link_lookup(f"{JS.group}/{JS.version}", JS.kind)
+BATCH_JOB = kinds.link_lookup(f"{BJ.group}/{BJ.version}", BJ.kind)
+assert TRAINJOB and JOBSET and BATCH_JOB, "podsweeper.kinds lacks a kind tests/fixtures/facts.py names"
+NAME_LABEL = facts.JOBSET_NAME_LABEL
 ENFORCE_OWNER_REFERENCES = "OwnerReferencesPermissionEnforcement"
 
 
@@ -72,9 +81,9 @@ def test_function_reads_a_trainjob_and_its_chain(cluster, function_api, trainer)
     # The batch Jobs, by label, in the namespace and across all of them (the sweep): allowed.
     # (What kube.py makes of the answer is test_batch_jobs_listed_by_the_function_are_read.)
     batch = client.BatchV1Api(function_api)
-    listed = batch.list_namespaced_job(ns, label_selector=f"{CHAIN.name_label}=tj").items
+    listed = batch.list_namespaced_job(ns, label_selector=f"{NAME_LABEL}=tj").items
     assert [j.metadata.uid for j in listed] == [job["metadata"]["uid"]]
-    swept = batch.list_job_for_all_namespaces(label_selector=CHAIN.name_label).items
+    swept = batch.list_job_for_all_namespaces(label_selector=NAME_LABEL).items
     assert (ns, job["metadata"]["name"]) in {(j.metadata.namespace, j.metadata.name) for j in swept}
     assert (ns, "nightly-backup") not in {(j.metadata.namespace, j.metadata.name) for j in swept}
     # Reference mode: an event names the Job, the function reads it.
@@ -88,9 +97,9 @@ def test_batch_jobs_listed_by_the_function_are_read(cluster, trainer):
     js = trainer.jobset("tj", owner=trainer.trainjob("tj"))
     job = trainer.batch_job(js)
     trainer.batch_job(None, "nightly-backup", labelled=False)
-    by_name = list(cluster.list_workloads(BATCH_JOB, ns, f"{CHAIN.name_label}=tj"))
+    by_name = list(cluster.list_workloads(BATCH_JOB, ns, f"{NAME_LABEL}=tj"))
     assert [w.uid for w in by_name] == [job["metadata"]["uid"]]
-    swept = {(w.namespace, w.name) for w in cluster.list_workloads(BATCH_JOB, None, CHAIN.name_label)}
+    swept = {(w.namespace, w.name) for w in cluster.list_workloads(BATCH_JOB, None, NAME_LABEL)}
     assert (ns, job["metadata"]["name"]) in swept and (ns, "nightly-backup") not in swept
 
 
@@ -111,7 +120,7 @@ def test_function_deletes_a_link_only_by_its_uid(cluster, trainer, admin_api, li
     assert cluster.delete_workload(link, ns, name, uid) is Result.GONE
     # The TrainJob is not the function's to delete: still there.
     custom = client.CustomObjectsApi(admin_api)
-    custom.get_namespaced_custom_object(TRAINJOB.group, TRAINJOB.preferred_version, ns, TRAINJOB.plural, "tj")
+    custom.get_namespaced_custom_object(TJ.group, TJ.versions[0], ns, TJ.plural, "tj")
 
 
 def test_function_suspends_a_trainjob_only_by_its_uid(cluster, trainer, admin_api):
@@ -125,7 +134,7 @@ def test_function_suspends_a_trainjob_only_by_its_uid(cluster, trainer, admin_ap
     assert not cluster.get_job(JobRef(TRAINJOB, ns, "tj")).suspended
     assert cluster.suspend_job(JobRef(TRAINJOB, ns, "tj", uid)) is Result.SUSPENDED
     found = client.CustomObjectsApi(admin_api).get_namespaced_custom_object(
-        TRAINJOB.group, TRAINJOB.preferred_version, ns, TRAINJOB.plural, "tj"
+        TJ.group, TJ.versions[0], ns, TJ.plural, "tj"
     )
     assert found["spec"]["suspend"] is True and found["metadata"]["uid"] == uid
     assert cluster.suspend_job(JobRef(TRAINJOB, ns, "gone", uid)) is Result.GONE
@@ -152,7 +161,7 @@ def test_function_writes_events_and_evidence_about_a_trainjob(cluster, trainer, 
     assert len(cluster.read_evidence(ref)[0]) == 2
     store = client.CoreV1Api(admin_api).read_namespaced_config_map(store_name("tj"), ns)
     (owner,) = store.metadata.owner_references
-    assert (owner.api_version, owner.kind, owner.uid) == (TRAINJOB.api_version(), "TrainJob", ref.uid)
+    assert (owner.api_version, owner.kind, owner.uid) == (TRAINJOB_API_VERSION, "TrainJob", ref.uid)
 
     # The finish mark: created, then replaced by a later finish.
     assert cluster.read_finish_mark(ref) is None
@@ -174,31 +183,39 @@ def test_function_cannot_change_the_chain(function_api, trainer):
 
     forbidden(
         custom.delete_namespaced_custom_object,
-        TRAINJOB.group,
-        TRAINJOB.preferred_version,
+        TJ.group,
+        TJ.versions[0],
         ns,
-        TRAINJOB.plural,
+        TJ.plural,
         "tj",
     )
     forbidden(
         custom.replace_namespaced_custom_object,
-        TRAINJOB.group,
-        TRAINJOB.preferred_version,
+        TJ.group,
+        TJ.versions[0],
         ns,
-        TRAINJOB.plural,
+        TJ.plural,
         "tj",
         tj,
     )
     forbidden(
         custom.patch_namespaced_custom_object_status,
-        TRAINJOB.group,
-        TRAINJOB.preferred_version,
+        TJ.group,
+        TJ.versions[0],
         ns,
-        TRAINJOB.plural,
+        TJ.plural,
         "tj",
         {"status": {}},
     )
-    for link, obj in ((JOBSET, js), (BATCH_JOB, job)):
+    copy = {
+        "apiVersion": TRAINJOB_API_VERSION,
+        "kind": TJ.kind,
+        "metadata": {"name": "tj-copy"},
+        "spec": tj["spec"],
+    }
+    forbidden(custom.create_namespaced_custom_object, TJ.group, TJ.versions[0], ns, TJ.plural, copy)
+    forbidden(custom.delete_collection_namespaced_custom_object, TJ.group, TJ.versions[0], ns, TJ.plural)
+    for link, obj in ((JS, js), (BJ, job)):
         name = obj["metadata"]["name"]
         fresh = {k: v for k, v in obj.items() if k != "status"}
         fresh["metadata"] = {"name": f"{name}-copy", "labels": obj["metadata"].get("labels") or {}}

@@ -17,10 +17,10 @@ from collections.abc import Iterator
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from podsweeper import kinds
+from tests.fixtures import facts
 
-CHAIN = kinds.TRAINER_CHAIN
-TRAINJOB = kinds.TRAINJOB
+TRAINJOB, JOBSET, BATCH_JOB = facts.TRAINJOB, facts.JOBSET, facts.BATCH_JOB
+TRAINJOB_API_VERSION = f"{TRAINJOB.group}/{TRAINJOB.versions[0]}"
 CONTAINER = {"name": "node", "image": "busybox"}
 
 
@@ -49,10 +49,10 @@ class TrainerObjects:
     def trainjob(self, name: str = "tj") -> dict:
         return self._create(
             TRAINJOB.group,
-            TRAINJOB.preferred_version,
+            TRAINJOB.versions[0],
             TRAINJOB.plural,
             {
-                "apiVersion": TRAINJOB.api_version(),
+                "apiVersion": TRAINJOB_API_VERSION,
                 "kind": TRAINJOB.kind,
                 "metadata": {"name": name},
                 "spec": {"runtimeRef": {"name": "torch-distributed"}},
@@ -60,7 +60,7 @@ class TrainerObjects:
         )
 
     def jobset(self, name: str = "tj", owner: dict | None = None) -> dict:
-        link = kinds.JOBSET
+        link = JOBSET
         metadata: dict = {"name": name}
         if owner is not None:
             metadata["ownerReferences"] = [_controller(owner)]
@@ -70,7 +70,7 @@ class TrainerObjects:
             link.version,
             link.plural,
             {
-                "apiVersion": link.api_version,
+                "apiVersion": f"{link.group}/{link.version}",
                 "kind": link.kind,
                 "metadata": metadata,
                 "spec": {"replicatedJobs": [{"name": "node", "replicas": 1, "template": template}]},
@@ -79,22 +79,22 @@ class TrainerObjects:
 
     def batch_job(self, jobset: dict | None, name: str = "", *, labelled: bool = True) -> dict:
         """A Job as a JobSet makes it (`labelled`: its name/uid labels and Trainer's mark)."""
-        link = kinds.BATCH_JOB
+        link = BATCH_JOB
         metadata: dict = {"name": name or f"{jobset['metadata']['name']}-node-0", "labels": {}}
         if jobset is not None:
             metadata["ownerReferences"] = [_controller(jobset)]
             if labelled:
                 metadata["labels"] = {
-                    CHAIN.name_label: jobset["metadata"]["name"],
-                    CHAIN.uid_label: jobset["metadata"]["uid"],
-                    CHAIN.marker_label: "trainer",
+                    facts.JOBSET_NAME_LABEL: jobset["metadata"]["name"],
+                    facts.JOBSET_UID_LABEL: jobset["metadata"]["uid"],
+                    facts.TRAINER_MARK_LABEL: "trainer",
                 }
         return self._create(
             link.group,
             link.version,
             link.plural,
             {
-                "apiVersion": link.api_version,
+                "apiVersion": f"{link.group}/{link.version}",
                 "kind": link.kind,
                 "metadata": metadata,
                 "spec": {"template": {"spec": {"containers": [CONTAINER], "restartPolicy": "Never"}}},
@@ -111,14 +111,14 @@ class TrainerObjects:
 
     def chain_pod(self, job: dict, index: int = 0) -> dict:
         """A pod of a JobSet's Job: the JobSet's labels, the Job as controller."""
-        labels = {k: v for k, v in job["metadata"]["labels"].items() if k != CHAIN.marker_label}
+        labels = {k: v for k, v in job["metadata"]["labels"].items() if k != facts.TRAINER_MARK_LABEL}
         return self.pod(f"{job['metadata']['name']}-{index}", labels, owner=job)
 
     def delete_all(self) -> None:
         """Every training job (v1 and v2), every chain link, every pod of the namespace; a
         kind this API server does not serve (404) has nothing to delete."""
-        collections = [(k.group, k.preferred_version, k.plural) for k in kinds.TRAINING_KINDS]
-        collections += [(link.group, link.version, link.plural) for link in kinds.LINKS]
+        collections = [(k.group, k.versions[0], k.plural) for k in facts.TRAINING_KINDS]
+        collections += [(link.group, link.version, link.plural) for link in facts.LINKS]
         for group, version, plural in collections:
             try:
                 self.custom.delete_collection_namespaced_custom_object(group, version, self.namespace, plural)
