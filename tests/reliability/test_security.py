@@ -5,8 +5,10 @@
 * The package never evaluates, executes, unpickles or shells out (an AST scan of function/).
 * Pods carry WANDB_API_KEY=secret-do-not-log (tests/fixtures/builders.py); no log line,
   decision, Kubernetes Event, HTTP answer or replay output of the function ever shows it.
-* The shipped RBAC (knative/function-rbac.yaml): real requests as the function's user
-  cannot read Secrets, and cannot delete anything but pods, nor delete pods in bulk.
+* The shipped RBAC (knative/function-rbac.yaml, and each opt-in overlay's): as the function's
+  user, every verb on every resource the API server serves, by real requests and by access
+  reviews, is allowed exactly where tests/fixtures/facts.py's literal table says, and refused
+  (by the authorizer's 403) everywhere else; no answer shows a Secret's value.
 """
 
 from __future__ import annotations
@@ -16,14 +18,15 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import requests
 
-from podsweeper import kinds
 from podsweeper.config import Settings
-from tests.fixtures import scenarios
+from tests.controlplane.launcher import USERS
+from tests.fixtures import facts, scenarios
 from tests.fixtures.builders import SECRET, at, event, job, ping, pod
 from tests.fixtures.builders import container_status as cs
 from tests.harness.served import ALL_LOGS, Served, binary_headers, unreachable_kubeconfig
@@ -341,18 +344,42 @@ def test_no_served_function_of_this_run_logged_an_env_value():
 
 
 # -- least privilege ---------------------------------------------------------------------------
+# What the function's ServiceAccount may do is written out literally (tests/fixtures/facts.py,
+# one table per RBAC manifest), never derived from podsweeper.kinds: a new kind or link in
+# the package must not widen what these tests accept. Every verb is asked, on every resource
+# the API server serves and on the ones our manifests name or must never name, and the
+# allowed set must equal the table exactly. A refusal is counted only from a 403 the
+# authorizer gave (or a review that says allowed: false); an allowed request (a 404 for an
+# object that does not exist, a 400/422 for an empty body) is never counted as one.
+
+PROBE_NAME = "podsweeper-probe"  # no object has this name
+NO_LABEL = "podsweeper.dev/probe=none"  # no object has this label
 
 
-def discover(session: requests.Session, url: str) -> list[tuple[str, str, bool, list[str]]]:
-    """(group/version path prefix, resource, namespaced, verbs) for every resource the API serves."""
+@dataclass(frozen=True)
+class Resource:
+    """One resource (or subresource) the API server serves at one group/version."""
+
+    prefix: str  # /api/v1 or /apis/<group>/<version>
+    group: str
+    name: str  # plural, or plural/subresource
+    namespaced: bool
+    verbs: tuple[str, ...]
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.group, self.name)
+
+
+def discover(session: requests.Session, url: str) -> list[Resource]:
+    """Every resource and subresource the API serves, at every group/version it serves."""
     found = []
-    prefixes = [f"/api/{v}" for v in session.get(f"{url}/api").json()["versions"]]
+    prefixes = [("", f"/api/{v}") for v in session.get(f"{url}/api").json()["versions"]]
     for group in session.get(f"{url}/apis").json()["groups"]:
-        prefixes += [f"/apis/{v['groupVersion']}" for v in group["versions"]]
-    for prefix in prefixes:
-        for resource in session.get(f"{url}{prefix}").json()["resources"]:
-            if "/" not in resource["name"]:
-                found.append((prefix, resource["name"], resource["namespaced"], resource.get("verbs", [])))
+        prefixes += [(group["name"], f"/apis/{v['groupVersion']}") for v in group["versions"]]
+    for group, prefix in prefixes:
+        for r in session.get(f"{url}{prefix}").json()["resources"]:
+            found.append(Resource(prefix, group, r["name"], r["namespaced"], tuple(r.get("verbs") or ())))
     return found
 
 
@@ -365,77 +392,238 @@ def session(control_plane, user: str) -> requests.Session:
     return s
 
 
-AT_LEAST_DELETABLE, AT_LEAST_REFUSED = 60, 130
+def verb_request(verb: str, base: str, name: str = PROBE_NAME) -> tuple[str, str, dict]:
+    """The real request that asks `verb` of a collection path (method, path, requests kwargs).
+    Writes are dry runs, of empty bodies, of objects that do not exist: an allowed one changes
+    nothing either (deletecollection also selects by a label nothing carries)."""
+    named = f"{base}/{name}"
+    dry = {"dryRun": "All"}
+    return {
+        "get": ("GET", named, {}),
+        "list": ("GET", base, {"params": {"limit": "1"}}),
+        "watch": ("GET", base, {"params": {"watch": "true", "timeoutSeconds": "1"}}),
+        "create": ("POST", base, {"params": dry, "json": {}}),
+        "update": ("PUT", named, {"params": dry, "json": {}}),
+        "patch": (
+            "PATCH",
+            named,
+            {"params": dry, "data": "{}", "headers": {"Content-Type": "application/merge-patch+json"}},
+        ),
+        "delete": ("DELETE", named, {"params": dry}),
+        "deletecollection": ("DELETE", base, {"params": {**dry, "labelSelector": NO_LABEL}}),
+    }[verb]
 
 
-# What the function may delete: pods, and a Trainer v2 chain's JobSets and batch Jobs.
-DELETABLE = {("/api/v1", "pods")} | {
-    (f"/apis/{link.group}/{link.version}", link.plural) for link in kinds.LINKS
-}
+class Prober:
+    """Asks the API server what the function's user may do, and tallies the answers."""
+
+    def __init__(self, control_plane, user: str = "function"):
+        self.url = control_plane.url
+        self.session = session(control_plane, user)
+        self.user = USERS[user].username
+        self.requests = self.refused = self.reviews = self.reviews_refused = 0
+        self.problems: list[str] = []
+
+    def ask(self, verb: str, method: str, path: str, **kw) -> bool:
+        """A real request; True when the authorizer let it through (any answer but its 403)."""
+        self.requests += 1
+        answer = self.session.request(method, f"{self.url}{path}", timeout=10, **kw)
+        if SECRET in answer.text:
+            self.problems.append(f"{method} {path}: the answer shows a Secret's value")
+        if answer.status_code == 403:
+            message = answer.json().get("message", "")
+            # The authorizer's refusal names the user and the verb; an admission plugin's 403
+            # would come only after the authorizer allowed the request.
+            if f'User "{self.user}" cannot {verb}' not in message:
+                self.problems.append(f"{method} {path}: 403 but not the authorizer's: {message}")
+                return True
+            self.refused += 1
+            return False
+        if answer.status_code in (401, 429) or answer.status_code >= 500:
+            self.problems.append(f"{method} {path}: {answer.status_code} {answer.text[:200]}")
+        return True
+
+    def review(self, verb: str, group: str, resource: str, namespace: str) -> bool:
+        """A SelfSubjectAccessReview as the user; True when it says allowed."""
+        self.reviews += 1
+        name, _, subresource = resource.partition("/")
+        attributes = {"namespace": namespace, "verb": verb, "group": group, "resource": name}
+        answer = self.session.post(
+            f"{self.url}/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            json={"spec": {"resourceAttributes": {**attributes, "subresource": subresource}}},
+            timeout=10,
+        )
+        answer.raise_for_status()
+        allowed = bool(answer.json()["status"].get("allowed"))
+        self.reviews_refused += not allowed
+        return allowed
+
+    def reviewed_table(self, keys, namespace: str) -> facts.Permissions:
+        table = {}
+        for group, resource in keys:
+            verbs = frozenset(v for v in facts.VERBS if self.review(v, group, resource, namespace))
+            if verbs:
+                table[(group, resource)] = verbs
+        return table
+
+
+def difference(granted: facts.Permissions, expected: facts.Permissions) -> str:
+    wider = {k: sorted(v - expected.get(k, frozenset())) for k, v in granted.items()}
+    narrower = {k: sorted(v - granted.get(k, frozenset())) for k, v in expected.items()}
+    return (
+        f"allowed beyond the table: { {k: v for k, v in sorted(wider.items()) if v} }; "
+        f"in the table but refused: { {k: v for k, v in sorted(narrower.items()) if v} }"
+    )
+
+
+# Every resource our manifests name, and the ones they must never name: probed whether or not
+# this API server serves them (by review when it does not).
+LITERAL_KEYS = sorted(
+    {*facts.FUNCTION_RBAC, *facts.SOURCE_RBAC, *facts.SUSPEND_RBAC, *facts.NODES_RBAC}
+    | {*facts.EVERY_USER, *facts.UNNAMED}
+)
+# The base: knative/function-rbac.yaml, and what Kubernetes grants every authenticated user.
+BASE = facts.merged(facts.FUNCTION_RBAC, facts.EVERY_USER)
+# Not vacuous (kube-apiserver v1.36.3 with the training operator's, Trainer's and JobSet's
+# CRDs: 78 top-level resources at 25 group/versions, 70 of them deletable, 56 subresources;
+# 631 real requests of which 596 refused, 744 reviews of which 708 refused, when these floors
+# were set; kube-apiserver and the CRDs are pinned, so they move only with them).
+AT_LEAST_DELETABLE, AT_LEAST_REFUSED, AT_LEAST_REVIEWS_REFUSED = 60, 560, 670
 
 
 @pytest.mark.integration
-def test_the_shipped_rbac_cannot_read_secrets_or_delete_what_no_rule_names(
+def test_the_shipped_rbac_allows_exactly_its_table_and_refuses_everything_else(
     control_plane, admin_api, namespace
 ):
-    admin, function = (session(control_plane, user) for user in ("admin", "function"))
+    admin = session(control_plane, "admin")
     url = control_plane.url
     admin.post(
         f"{url}/api/v1/namespaces/{namespace}/secrets",
         json={"metadata": {"name": "token"}, "stringData": {"key": SECRET}},
     ).raise_for_status()
-
-    denied, checked = [], 0
-
-    def expect(status: int, method: str, path: str, **kw) -> None:
-        nonlocal checked
-        checked += 1
-        answer = function.request(method, f"{url}{path}", timeout=10, **kw)
-        if answer.status_code != status or SECRET in answer.text:
-            denied.append(f"{method} {path}: {answer.status_code} (wanted {status})")
-
-    # Secrets: no read of any kind, here or cluster-wide.
-    expect(403, "GET", f"/api/v1/namespaces/{namespace}/secrets/token")
-    expect(403, "GET", f"/api/v1/namespaces/{namespace}/secrets")
-    expect(403, "GET", "/api/v1/secrets")
-    expect(403, "GET", f"/api/v1/namespaces/{namespace}/secrets?watch=true&timeoutSeconds=1")
-    # Delete: every resource type the API serves, except pods, by name and in bulk.
+    probe = Prober(control_plane)
     resources = discover(admin, url)
-    for prefix, resource, namespaced, verbs in resources:
-        base = f"{prefix}/namespaces/{namespace}/{resource}" if namespaced else f"{prefix}/{resource}"
-        if "delete" in verbs:
-            expect(404 if (prefix, resource) in DELETABLE else 403, "DELETE", f"{base}/no-such-object")
-        if "deletecollection" in verbs:
-            expect(403, "DELETE", base)
-    # Nor any way around it: evicting, exec, impersonating, granting itself more.
-    expect(
-        403,
-        "POST",
-        f"/api/v1/namespaces/{namespace}/pods/p/eviction",
-        json={"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p"}},
-    )
-    expect(403, "POST", f"/api/v1/namespaces/{namespace}/pods/p/exec?command=id")
-    expect(403, "GET", "/api/v1/namespaces", headers={"Impersonate-User": "podsweeper-test-admin"})
-    expect(
-        403,
-        "POST",
-        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-        json={
-            "metadata": {"name": "escalate"},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "cluster-admin",
+    served = {r.key for r in resources}
+    assert served >= set(facts.FUNCTION_RBAC) | {("", "secrets"), ("apps", "deployments"), ("", "nodes")}
+
+    # Real requests: every verb on every top-level resource at every group/version served, in
+    # a namespace for the namespaced ones (the Secret's own name for secrets, so a granted
+    # read would show its value).
+    granted: dict[tuple[str, str], set[str]] = {}
+    for r in resources:
+        if "/" in r.name:
+            continue
+        base = f"{r.prefix}/namespaces/{namespace}/{r.name}" if r.namespaced else f"{r.prefix}/{r.name}"
+        for verb in facts.VERBS:
+            method, path, kw = verb_request(verb, base, "token" if r.name == "secrets" else PROBE_NAME)
+            if probe.ask(verb, method, path, **kw):
+                granted.setdefault(r.key, set()).add(verb)
+    # Secrets across all namespaces, and nothing around the RBAC: evicting, exec,
+    # impersonating, granting itself more.
+    for verb, method, path, kw in (
+        ("list", "GET", "/api/v1/secrets", {}),
+        ("watch", "GET", "/api/v1/secrets", {"params": {"watch": "true", "timeoutSeconds": "1"}}),
+        (
+            "create",
+            "POST",
+            f"/api/v1/namespaces/{namespace}/pods/p/eviction",
+            {"json": {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p"}}},
+        ),
+        ("create", "POST", f"/api/v1/namespaces/{namespace}/pods/p/exec", {"params": {"command": "id"}}),
+        ("get", "GET", f"/api/v1/namespaces/{namespace}/pods/p/log", {}),  # allowed (evidence)
+        (
+            "impersonate",
+            "GET",
+            "/api/v1/namespaces",
+            {"headers": {"Impersonate-User": "podsweeper-test-admin"}},
+        ),
+        (
+            "create",
+            "POST",
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            {
+                "json": {
+                    "metadata": {"name": "escalate"},
+                    "roleRef": {
+                        "apiGroup": "rbac.authorization.k8s.io",
+                        "kind": "ClusterRole",
+                        "name": "cluster-admin",
+                    },
+                    "subjects": [{"kind": "ServiceAccount", "name": "podsweeper", "namespace": "podsweeper"}],
+                }
             },
-            "subjects": [{"kind": "ServiceAccount", "name": "podsweeper", "namespace": "podsweeper"}],
-        },
-    )
-    assert not denied, denied
-    # Not vacuous: discovery found the API's resource types (66 deletable and 138 refusals
-    # when these floors were set; kube-apiserver is pinned, so they move only with it).
-    deletable = sum(1 for r in resources if "delete" in r[3])
+        ),
+    ):
+        allowed = probe.ask(verb, method, path, **kw)
+        assert allowed is path.endswith("/log"), (method, path, allowed, probe.problems[-1:])
+
+    # Reviews: every verb on every subresource served, and on the literal keys this API
+    # server does not serve, in the namespace; and every verb on the literal keys across all
+    # namespaces (the function LISTs pods and jobs cluster-wide). A ClusterRole grants in every
+    # namespace what it grants across them, so the namespace's probe above sees any widening.
+    subresources = sorted({r.key for r in resources if "/" in r.name})
+    unserved = [key for key in LITERAL_KEYS if key not in served]
+    granted |= probe.reviewed_table(subresources + unserved, namespace)
+    assert not probe.problems, probe.problems
+    assert granted == BASE, difference(granted, BASE)
+    everywhere = probe.reviewed_table(LITERAL_KEYS, "")
+    assert everywhere == BASE, f"across all namespaces: {difference(everywhere, BASE)}"
+
+    deletable = sum(1 for r in resources if "/" not in r.name and "delete" in r.verbs)
     assert figures.within("security: resource types probed for delete", deletable, ">=", AT_LEAST_DELETABLE)
-    refused = checked - 1  # all but the by-name pod DELETE, which may (404 here)
+    figures.add("security: real requests as the function user", probe.requests)
+    figures.add("security: access reviews as the function user", probe.reviews)
     assert figures.within(
-        "security: RBAC requests refused as the function user", refused, ">=", AT_LEAST_REFUSED
+        "security: RBAC requests refused as the function user", probe.refused, ">=", AT_LEAST_REFUSED
     )
+    assert figures.within(
+        "security: access reviews refused as the function user",
+        probe.reviews_refused,
+        ">=",
+        AT_LEAST_REVIEWS_REFUSED,
+    )
+
+
+# The opt-in overlays: each adds exactly its table to the base, nothing else.
+OVERLAYS = {
+    "crashloop-suspend": ("knative/overlays/crashloop-suspend/suspend-rbac.yaml", facts.SUSPEND_RBAC),
+    "stuck-terminating": ("knative/overlays/stuck-terminating/nodes-rbac.yaml", facts.NODES_RBAC),
+}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("overlay", list(OVERLAYS))
+def test_each_opt_in_overlay_adds_exactly_its_table(control_plane, admin_api, overlay):
+    import yaml
+    from kubernetes import client
+
+    manifest, table = OVERLAYS[overlay]
+    role, binding = [d for d in yaml.safe_load_all((ROOT / manifest).read_text()) if d]
+    assert (role["kind"], binding["kind"]) == ("ClusterRole", "ClusterRoleBinding")
+    expected = facts.merged(BASE, table)
+    (group, resource), verbs = next(iter(table.items()))
+    verb = sorted(verbs)[0]
+    probe = Prober(control_plane)
+    rbac = client.RbacAuthorizationV1Api(admin_api)
+    rbac.create_cluster_role(role)
+    rbac.create_cluster_role_binding(binding)
+    try:
+        # The authorizer learns RBAC changes from its informer: allow it a moment.
+        deadline = time.monotonic() + 10
+        while not probe.review(verb, group, resource, "team-a"):
+            assert time.monotonic() < deadline, f"{overlay}: its grant never showed"
+            time.sleep(0.05)
+        found = probe.reviewed_table(LITERAL_KEYS, "team-a")
+        assert found == expected, f"{overlay}: {difference(found, expected)}"
+        # Across all namespaces too (a ClusterRoleBinding: the rule reads nodes, patches jobs anywhere).
+        found = probe.reviewed_table(sorted(table), "")
+        wanted = {key: expected[key] for key in table}
+        assert found == wanted, f"{overlay}, all namespaces: {difference(found, wanted)}"
+    finally:
+        rbac.delete_cluster_role_binding(binding["metadata"]["name"])
+        rbac.delete_cluster_role(role["metadata"]["name"])
+        # Gone again before the next test runs as the function's user.
+        deadline = time.monotonic() + 10
+        while probe.review(verb, group, resource, "team-a") and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert not probe.review(verb, group, resource, "team-a"), f"{overlay}: still granted after removal"
