@@ -10,7 +10,8 @@ cannot do (no eventing controller: the test writes the PingSource's Ready status
 - test_sweep_tick_removes_what_no_event_reports: a leftover the ApiServerSource can never
   report (a worker labelled only the pre-v1.6 way: the shipped pod watch selects
   training.kubeflow.org/job-name, and the finished job's pass lists by that label) is
-  removed by the sweep a real tick started; nothing the rules do not name is touched.
+  removed by the sweep a real tick started; nothing the rules do not name is touched. On
+  the real world (tests/world: the training operator v1.9.4 runs the jobs, kwok the pods).
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ from tests.adapter.ping import (
     shipped_pingsource,
 )
 from tests.e2e import observe
-from tests.e2e.players import Play, running, terminated
 from tests.fixtures import builders
+from tests.harness.waiting import wait_for
+from tests.stack.users import FOREVER, User, pytorchjob, replica, running
 
 pytestmark = pytest.mark.e2e
 
@@ -144,46 +146,77 @@ def _ping_events(stack) -> dict[str, float]:
     return counts
 
 
-def _legacy_labels(pod: dict, job_name: str, replica_type: str, index: int) -> dict:
-    """A pod as a pre-v1.6 training operator labelled it: no training.kubeflow.org/* label."""
-    pod["metadata"]["labels"] = {
-        "group-name": "kubeflow.org",
-        "job-name": job_name,
-        "replica-type": replica_type.lower(),
-        "replica-index": str(index),
+def _legacy_worker(made: dict, name: str, job_name: str, index: int) -> dict:
+    """The worker the pre-upgrade operator made: what v1.9.4 made for worker-0 (ownerReference,
+    annotations, spec), under its own name and with only the pre-v1.6 labels (no
+    training.kubeflow.org/* label); unscheduled, so the scheduler places it."""
+    spec = {k: v for k, v in made["spec"].items() if k != "nodeName"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "group-name": "kubeflow.org",
+                "job-name": job_name,
+                "replica-type": "worker",
+                "replica-index": str(index),
+            },
+            "annotations": made["metadata"].get("annotations") or {},
+            "ownerReferences": made["metadata"]["ownerReferences"],
+        },
+        "spec": spec,
     }
-    return pod
 
 
-def test_sweep_tick_removes_what_no_event_reports(make_stack, admin_api, core, namespace, timings):
+def test_sweep_tick_removes_what_no_event_reports(make_stack, timings):
     """A PyTorchJob whose operator was upgraded mid-job: worker-1 carries only the pre-v1.6
     labels. When the job succeeds with both workers still running, the job's event removes
     worker-0, never worker-1 (the shipped pod watch does not select it, and the job's pass
-    lists by the v1.6+ label); the next real PingSource tick does."""
-    stack = make_stack(world="players")
-    play = Play(admin_api, namespace)
+    lists by the v1.6+ label); the next real PingSource tick does.
 
-    job = play.submit(builders.job("PyTorchJob", "upgraded", namespace, replicas={"Master": 1, "Worker": 2}))
-    pods = {}
-    for rtype, index in (("Master", 0), ("Worker", 0), ("Worker", 1)):
-        pod = builders.pod(job, rtype, index)
-        if (rtype, index) == ("Worker", 1):
-            pod = _legacy_labels(pod, "upgraded", rtype, index)
-        pods[pod["metadata"]["name"]] = play.create_pod(pod)
-    # What the rules do not name: a job still running, and a pod no training job owns.
-    busy = play.submit(builders.job("PyTorchJob", "busy", namespace, replicas={"Master": 1, "Worker": 1}))
-    kept = dict(play.create_pods(busy))
-    bystander = builders.pod(busy, "Worker", 9, owner=False, labels=False)
-    bystander["metadata"]["name"] = "bystander"
-    kept["bystander"] = play.create_pod(bystander)
-    for name in [*pods, *kept]:
-        play.pod_status(name, "Running", running())
-    play.job_conditions(busy, "Created", "Running")
-    play.job_conditions(job, "Created", "Running")
-
+    World "real": the training operator v1.9.4 runs the job (master-0 and worker-0, its
+    Succeeded), kwok the pods. worker-1 is the one pod the test makes, as the pre-upgrade
+    operator made it (controller ownerReference to the job); v1.9.4 lists its pods by the
+    v1.6+ labels, so it never sees it (the job declares one worker: a second would clash on
+    the name when the upgraded operator re-creates the worker it cannot find)."""
+    stack = make_stack(world="real")
+    user, namespace = User(stack), stack.namespace
+    core = user.core
     master, worker_0, legacy = "upgraded-master-0", "upgraded-worker-0", "upgraded-worker-1"
-    play.pod_status(master, "Succeeded", terminated(0, "Completed"))
-    finished = play.job_conditions(job, "Created", "Running", "Succeeded")
+    # The master ends (exit 0) after 6 s: time to add worker-1 and see it Running first.
+    job = user.submit(
+        pytorchjob(
+            "upgraded",
+            {"Master": replica(1, {"exit-code": "0", "run-for": "6s"}), "Worker": replica(1, FOREVER)},
+        )
+    )
+    # What the rules do not name: a job still running, and a pod no training job owns.
+    busy = user.submit(pytorchjob("busy", {"Master": replica(1, FOREVER), "Worker": replica(1, FOREVER)}))
+    made = user.wait_made("upgraded", [master, worker_0])
+    user.create_pod(_legacy_worker(made[worker_0], legacy, "upgraded", 1))
+    bystander = {k: v for k, v in made[worker_0]["spec"].items() if k != "nodeName"}
+    user.create_pod(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "bystander",
+                "annotations": made[worker_0]["metadata"].get("annotations") or {},
+            },
+            "spec": bystander,
+        }
+    )
+    kept = dict(user.wait_running("busy", 2))
+    every = wait_for(  # the master may already have ended: the rest run for good
+        "every pod but the master Running",
+        lambda: (p := user.pods()) and len(p) == 6 and all(running(p[n]) for n in p if n != master) and p,
+    )
+    kept["bystander"] = every["bystander"]
+    pods = {name: every[name] for name in (master, worker_0, legacy)}
+    assert job["metadata"]["uid"] and busy["metadata"]["uid"]
+
+    _, finished = user.wait_condition("upgraded", "Succeeded")
 
     # The events alone: worker-0 goes, the legacy-labelled worker-1 stays.
     removal = observe.wait_gone(core, namespace, {pods[worker_0]["metadata"]["uid"]: worker_0}, finished)
