@@ -5,7 +5,9 @@ receive adapter to the served function (tests/stack, world "real").
 One stack for the module, on its own control plane. The main function instance acts in one
 namespace per test (PODSWEEPER_NAMESPACES); the adapter also watches OUTSIDE, which the
 function must leave alone. Test f starts two more instances on the same world (crash-loop
-action suspend and delete), each acting only in its own namespace.
+action suspend and delete), each acting only in its own namespace; a dry-run instance
+(PODSWEEPER_DRY_RUN=true, fixture dry_seed) runs the seed in NS_DRY from test b on, and
+test i reads what its evidence store says.
 
 The function's settings here (MAIN_ENV), chosen per test:
 - PODSWEEPER_ORPHAN_GRACE_SECONDS=5 (test d): pods are made older than that before the job is
@@ -63,6 +65,7 @@ NS = {
 OUTSIDE = "ro-outside"  # ...the adapter also watches this one; the function must not act there
 NS_SUSPEND = "ro-suspend"  # instance 2 only (PODSWEEPER_CRASHLOOP_ACTION=suspend)
 NS_DELETE = "ro-delete"  # instance 3 only (PODSWEEPER_CRASHLOOP_ACTION=delete)
+NS_DRY = "ro-dry"  # the dry-run instance only (PODSWEEPER_DRY_RUN=true)
 
 KINDS = {  # kind -> (plural, replica specs key, the container name the webhook requires)
     "PyTorchJob": ("pytorchjobs", "pytorchReplicaSpecs", "pytorch"),
@@ -289,6 +292,22 @@ def real(receive_adapter):
                 say(f"function log: {stack.function.log_path}; world logs: {stack.world.workdir}")
 
 
+@pytest.fixture(scope="module")
+def dry_seed(real):
+    """A dry-run instance acting only in NS_DRY, and the seed job there, started at once: test b
+    asks for it so the job runs while tests b-h do (no wait of its own); test i checks it. Not
+    test a: its latencies are measured with as little else running as can be."""
+    from tests.stack import Stack
+
+    stack, k, _ = real
+    dry = Stack(stack.cp, NS_DRY, world=stack.world, function_env={**MAIN_ENV, "PODSWEEPER_DRY_RUN": "true"})
+    try:
+        dry.start()
+        yield dry, k.create(NS_DRY, seed_job())
+    finally:
+        dry.stop()
+
+
 def test_a_seed_workers_gone_within_a_second_master_kept(real, record_property):
     """examples/pytorchjob-seed.yaml in the acted-on namespace and in OUTSIDE, at once."""
     stack, k, _ = real
@@ -376,6 +395,7 @@ def test_a_seed_workers_gone_within_a_second_master_kept(real, record_property):
     assert outside_job["metadata"]["uid"]
 
 
+@pytest.mark.usefixtures("dry_seed")  # the dry-run seed runs from here on (test i)
 def test_b_experiment_1_operator_cleans_up_podsweeper_deletes_nothing(real, record_property):
     """cleanPodPolicy All, every pod exits 0: the operator removes pods and Services itself."""
     stack, k, _ = real
@@ -838,3 +858,70 @@ def test_h_evidence_outlives_the_pods_and_the_events(real):
     with_logs = [r for r in seed if r.get("logs")]
     say(f"seed evidence: {len(seed)} record(s), {len(with_logs)} with log lines")
     assert with_logs, "the simulated kubelet serves logs: the last lines must be kept"
+
+
+def test_i_dry_run_evidence_claims_no_delete(real, dry_seed):
+    """The seed (master succeeds, workers crash-loop) under PODSWEEPER_DRY_RUN=true: the
+    workers are decided (dry-run) and stay; `podsweeper evidence` shows their failures, and no
+    record says podsweeper deleted a pod (each one it would delete says so, in those words)."""
+    import subprocess
+
+    _, k, _ = real
+    dry, job = dry_seed
+    workers = {f"pytest-worker-{i}" for i in range(3)}
+
+    def decided() -> dict[str, dict]:
+        return {
+            d["name"]: d
+            for d in decisions(dry, NS_DRY)
+            if d["rule"] == "finished-job-active-pod" and d["result"] == "dry-run"
+        }
+
+    def kept() -> list[dict]:
+        """The store's records, once each worker has one of the dry-run's decisions (a pass
+        after its first crash: the first pass may come before a worker has failed)."""
+        from kubernetes.client.rest import ApiException
+
+        try:
+            store = k.core.read_namespaced_config_map("podsweeper-evidence-pytest", NS_DRY)
+        except ApiException as error:
+            if error.status == 404:
+                return []
+            raise
+        records = json.loads((store.data or {}).get("evidence.json") or "[]")
+        dry = {r["pod"] for r in records if r["source"] == "would be deleted (dry-run)"}
+        return records if dry == workers else []
+
+    wait_for("a dry-run record of each worker", kept, 90, 0.5)
+    assert set(decided()) == workers, decided()
+    assert all(d["dry_run"] for d in decisions(dry, NS_DRY))
+    assert not [d for d in decisions(dry, NS_DRY) if d.get("result") == "deleted"]
+    live = {n: p for n, p in k.pods(NS_DRY, "pytest").items() if n in workers}
+    assert set(live) == workers and not any(p["metadata"].get("deletionTimestamp") for p in live.values())
+    assert {decided()[n]["uid"] for n in workers} == {p["metadata"]["uid"] for p in live.values()}
+    assert not k.events(NS_DRY, "PodsCleanedUp")
+
+    records = _evidence(dry, NS_DRY, "pytest")
+    assert {r["pod"] for r in records} == workers, records
+    for record in records:
+        assert record["exit_code"] == 1 and record["container"] == "pytorch", record
+        assert record["source"] != "deleted by podsweeper", record
+        assert record["source"] in ("terminated", "would be deleted (dry-run)"), record
+    would = {r["pod"] for r in records if r["source"] == "would be deleted (dry-run)"}
+    assert would == workers, records
+    assert [r for r in records if r.get("logs")], "the simulated kubelet serves logs: they must be kept"
+
+    # What a person reads: the words never say podsweeper deleted anything.
+    text = subprocess.run(
+        [sys.executable, "-m", "podsweeper", "evidence", f"{NS_DRY}/pytest"],
+        env={"KUBECONFIG": str(dry.cp.admin_kubeconfig), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "deleted by podsweeper" not in text and "would be deleted (dry-run)" in text, text
+    say(
+        f"dry-run evidence of {job['metadata']['name']}: {len(records)} record(s), "
+        f"{sorted({r['source'] for r in records})}; the 3 workers still there"
+    )
