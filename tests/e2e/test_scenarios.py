@@ -117,6 +117,19 @@ def assert_cleaned_up_event(
     return parts
 
 
+def _deleted_by_ticks(stack) -> None:
+    """Every delete was decided in a sweep one of mtping's ticks started. Waited for: mtping
+    logs a send as delivered only once the sweep answered, after its deletes were seen."""
+    deletes = [d for d in stack.function.decisions() if d.get("action") == "delete"]
+    assert deletes, stack.function.tail()
+
+    def delivered() -> bool:
+        ticks = {send["id"] for send in stack.ping.delivered()}
+        return all(d["event_id"] in ticks for d in deletes)
+
+    wait_for(f"the ticks that decided {[d['name'] for d in deletes]} logged as delivered", delivered, 10)
+
+
 def _kept(core, namespace: str, pods: dict[str, str]) -> None:
     time.sleep(SETTLE)
     for uid, name in pods.items():
@@ -180,9 +193,7 @@ def test_2_seed_experiment_1_without_operator_cleanup(make_stack, admin_api, cor
     )
     timings("2 seed experiment 1, no operator cleanup", removal, "mtping ticks every 2 s")
     assert removal.all_gone, f"pods left: {removal.remaining()}"
-    ticks = {send["id"] for send in stack.ping.delivered()}
-    deletes = [d for d in stack.function.decisions() if d.get("action") == "delete"]
-    assert deletes and all(d["event_id"] in ticks for d in deletes), (deletes, ticks)
+    _deleted_by_ticks(stack)
     assert_cleaned_up_event(
         core,
         namespace,
@@ -388,9 +399,7 @@ def test_6_backstop_sweep_with_the_adapter_down(make_stack, timings):
         f"Succeeded was seen {(swept_at - finished):.1f}s before; ticks every 2 s; real world",
     )
     assert removal.all_gone
-    ticks = {send["id"] for send in stack.ping.delivered()}
-    deletes = [d for d in stack.function.decisions() if d.get("action") == "delete"]
-    assert deletes and all(d["event_id"] in ticks for d in deletes), (deletes, ticks)
+    _deleted_by_ticks(stack)
     _kept(core, namespace, uids(pods, master))
     assert_cleaned_up_event(
         core, namespace, job, {w: r"exit code 1\b.*\b\d+ restarts" for w in workers}, one=False
