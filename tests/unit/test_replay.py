@@ -192,8 +192,9 @@ def test_a_stale_running_update_does_not_roll_a_succeeded_job_back(tmp_path, cap
 
 
 def test_a_stale_update_after_a_pods_delete_does_not_bring_it_back(tmp_path):
-    """Deleted at rv 30, then an update at rv 25 arriving late: the pod stays gone; a newer
-    pod of the same name (another uid) is a new object and is applied."""
+    """Deleted at rv 30, then an update at rv 25 arriving late: the pod stays gone; a pod
+    re-created under the name later (another uid, rv 40) is applied, and a late change of the
+    earlier pod (rv 25 again) does not replace it: versions grow across incarnations."""
     running = job(conditions=[("Created", at(0)), ("Running", at(1))])
     worker = pod(running, "Worker", 0, phase="Running")
     again = pod(running, "Worker", 0, phase="Pending", pod_uid="recreated")
@@ -210,8 +211,10 @@ def test_a_stale_update_after_a_pods_delete_does_not_bring_it_back(tmp_path):
     assert "older than its delete (resourceVersion 30)" in run.steps[3].observed
     assert run.cluster.pods == {}
     with open(path, "a") as out:
-        out.write(json.dumps(event("add", versioned(again, "12"), at(5))) + "\n")
-    assert sorted(replay([path], Settings()).cluster.pods) == [("default", "pytest-worker-0")]
+        out.write(json.dumps(event("add", versioned(again, "40"), at(5))) + "\n")
+        out.write(json.dumps(event("update", versioned(worker, "25"), at(6))) + "\n")
+    pods = replay([path], Settings()).cluster.pods
+    assert [(key, p.uid) for key, p in pods.items()] == [(("default", "pytest-worker-0"), "recreated")]
 
 
 def test_a_stale_jobset_update_does_not_replace_a_newer_one(tmp_path):

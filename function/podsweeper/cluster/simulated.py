@@ -42,6 +42,15 @@ def _what(obj: Pod | Job | Workload) -> str:
     return f"{kind} {obj.namespace}/{obj.name}"
 
 
+def _slot(obj: Pod | Job | Workload) -> tuple[str, ...]:
+    """Which object a change is of: what it is, its namespace and name (any incarnation)."""
+    if isinstance(obj, Pod):
+        return ("Pod", obj.namespace, obj.name)
+    if isinstance(obj, Workload):
+        return (obj.link.kind, obj.namespace, obj.name)
+    return obj.ref.key
+
+
 def _grew(before: int | None, now: int | None) -> bool:
     return now is None or before is None or now > before
 
@@ -65,9 +74,10 @@ class SimulatedCluster:
     events: dict[str, RecordedEvent] = field(default_factory=dict)
     # (namespace, store name) -> (encoded records, version): the evidence stores
     evidence: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
-    # uid -> (the newest integer resourceVersion the stream showed for it, whether that was
-    # its delete): what a late, older event is measured against
-    newest: dict[str, tuple[int, bool]] = field(default_factory=dict)
+    # object (what it is, namespace, name) -> (the newest integer resourceVersion the stream
+    # showed for it, whether that was a delete): what a late, older event is measured against
+    # (and the uid it was of)
+    newest: dict[tuple[str, ...], tuple[int, bool, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # list_job_pods' index, so a pass costs the same however many pods the replay holds:
@@ -113,19 +123,21 @@ class SimulatedCluster:
 
         `version` is the object's metadata.resourceVersion (default: the one it carries; a Job
         carries none, so the replay passes it). A change older than one already seen for the
-        same uid (a retry or a second watch delivering it late), or an add/update not newer
-        than the uid's delete, is ignored: the live function re-reads the cluster and would
-        never see that state. Only integer versions are compared; otherwise stream order.
+        same object (kind, namespace, name: an API server's versions grow across incarnations,
+        so a late change of an earlier uid is older too), arriving late through a retry or a
+        second watch, is ignored, deletes included, and so is an add/update not newer than the
+        object's delete: the live function re-reads the cluster and would never see that state.
+        Only integer versions are compared; otherwise stream order.
         """
         verb = Verb(verb)
-        if isinstance(obj, Workload | Pod) and obj.uid and obj.uid in self.deleted_by_podsweeper:
-            kind = "pod" if isinstance(obj, Pod) else obj.link.kind
-            return f"{kind} already deleted by podsweeper in this replay"
         if version is None and not isinstance(obj, Job):
             version = obj.resource_version
         older = self._older(verb, obj, version or "")
         if older:
             return older
+        if isinstance(obj, Workload | Pod) and obj.uid and obj.uid in self.deleted_by_podsweeper:
+            kind = "pod" if isinstance(obj, Pod) else obj.link.kind
+            return f"{kind} already deleted by podsweeper in this replay"
         if isinstance(obj, Workload):
             workload_key = (obj.link.kind, obj.namespace, obj.name)
             if verb is Verb.DELETE:
@@ -150,15 +162,21 @@ class SimulatedCluster:
         return None
 
     def _older(self, verb: Verb, obj: Pod | Job | Workload, version: str) -> str | None:
-        """Why this change is older than the stream already showed for its uid, if it is;
-        records its version otherwise. A delete is always applied: the object is gone."""
+        """Why this change is older than the stream already showed for its object, if it is;
+        records its version otherwise."""
         number = _version(version)
-        if not obj.uid or number is None:
+        if number is None:
             return None
-        seen = self.newest.get(obj.uid)
-        if seen is not None and verb is not Verb.DELETE:
-            last, deleted = seen
-            if deleted and number <= last:
+        slot = _slot(obj)
+        seen = self.newest.get(slot)
+        if seen is not None:
+            last, deleted, uid = seen
+            if deleted and verb is not Verb.DELETE and number == last and obj.uid == uid:
+                return (
+                    f"{_what(obj)} {verb.value} at resourceVersion {number} is older than its delete "
+                    f"(resourceVersion {last}): a late event does not bring it back"
+                )
+            if number < last and deleted:
                 return (
                     f"{_what(obj)} {verb.value} at resourceVersion {number} is older than its delete "
                     f"(resourceVersion {last}): a late event does not bring it back"
@@ -168,8 +186,7 @@ class SimulatedCluster:
                     f"{_what(obj)} {verb.value} at resourceVersion {number} is older than "
                     f"resourceVersion {last} already seen: the live function re-reads and never sees it"
                 )
-        last = seen[0] if seen is not None else number
-        self.newest[obj.uid] = (max(last, number), verb is Verb.DELETE)
+        self.newest[slot] = (number, verb is Verb.DELETE, obj.uid)
         return None
 
     # -- the Cluster protocol ------------------------------------------------------
