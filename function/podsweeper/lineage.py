@@ -249,9 +249,11 @@ def decide_lineage(
 ) -> list[Decision]:
     """Decisions for one chained job; `check_new` also decides the warning for a new JobSet.
 
-    The caller has passed the job's namespace through the namespace gate (triage.in_scope).
+    The caller has passed the job's namespace through the namespace gate (triage.in_scope);
+    outside the namespaces nothing is decided (a plain check: `python -O` strips asserts).
     """
-    assert settings.namespace_allowed(lineage.ref.namespace), f"namespace {lineage.ref.namespace!r} not gated"
+    if not settings.namespace_allowed(lineage.ref.namespace):
+        return []
     decisions: list[Decision] = []
     if check_new and (warning := _unbounded_restarts(lineage, settings)) is not None:
         decisions.append(warning)

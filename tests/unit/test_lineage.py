@@ -13,6 +13,7 @@ from podsweeper.cluster.simulated import SimulatedCluster
 from podsweeper.config import Settings
 from podsweeper.decisions import Action, Result, Rule
 from podsweeper.intake import parse_event
+from podsweeper.lineage import Lineage, decide_lineage
 from podsweeper.model import Verb
 from podsweeper.objects import parse_job, parse_pod, parse_workload
 from podsweeper.pipeline import Pipeline
@@ -309,3 +310,19 @@ def test_v2_pod_events_decide_nothing_by_themselves():
     cluster = world(tj, js, job, *pods)
     outcome = handle(cluster, event("update", pods[0], at(100)))
     assert outcome.applied == [] and "JobSet" in (outcome.note or "")
+
+
+def test_a_chain_outside_the_namespaces_is_never_decided_even_past_the_callers_gate():
+    """The lineage's own namespace gate, behind triage's: an orphaned JobSet in an excluded
+    namespace is decided nothing even when a caller skipped the gate."""
+    tj, js, job, _ = v2.chain()
+    cluster = world(js, job)
+    ref = parse_job(tj).ref
+    lineage = Lineage(
+        ref, None, parse_workload(js), (parse_workload(job),), tuple(cluster.list_job_pods(ref)), None
+    )
+    inside = decide_lineage(lineage, at(600), Settings(exclude_namespaces=""))
+    assert [(d.rule, d.kind) for d in inside] == [(Rule.ORPHAN, "JobSet")]
+    namespace = ref.namespace
+    assert decide_lineage(lineage, at(600), Settings(exclude_namespaces=namespace)) == []
+    assert decide_lineage(lineage, at(600), Settings(namespaces="elsewhere", exclude_namespaces="")) == []
