@@ -20,12 +20,13 @@ from podsweeper.cluster.kube import KubeCluster, load_api_client
 from podsweeper.config import Settings
 from podsweeper.decisions import Result
 from podsweeper.errors import ApiUnavailable
-from podsweeper.model import EventRecord, JobRef
+from podsweeper.model import EventRecord, FinishMark, JobRef
 from podsweeper.objects import parse_pod
 from podsweeper.service import Service
 from tests.fixtures.builders import at, event, ping, split
 from tests.fixtures.builders import container_status as cs
 from tests.integration.k8s import Operator
+from tests.integration.trainer_objects import trainer_namespace
 
 pytestmark = pytest.mark.integration
 SUSPEND_RBAC = Path(__file__).resolve().parents[2] / "knative/overlays/crashloop-suspend/suspend-rbac.yaml"
@@ -76,6 +77,32 @@ def test_delete_with_uid_precondition_spares_a_recreated_pod(cluster, operator, 
     assert cluster.delete_pod(namespace, old.name, new["metadata"]["uid"]) is Result.DELETED
     assert cluster.get_pod(namespace, old.name) is None
     assert cluster.delete_pod(namespace, old.name, new["metadata"]["uid"]) is Result.GONE
+
+
+def test_delete_with_a_stale_resource_version_keeps_the_pod(cluster, operator, namespace):
+    """The resourceVersion precondition: a pod changed since it was read (say, just opted out)
+    is not deleted on the stale facts; DELETED then means this call deleted it."""
+    job = operator.create_job()
+    read = parse_pod(operator.create_pod(job, "Worker", 0))
+    operator.core.patch_namespaced_pod(read.name, namespace, {"metadata": {"labels": {"touched": "yes"}}})
+    assert cluster.delete_pod(namespace, read.name, read.uid, read.resource_version) is Result.CONFLICT
+    fresh = cluster.get_pod(namespace, read.name)
+    assert fresh is not None and fresh.uid == read.uid
+    assert cluster.delete_pod(namespace, read.name, read.uid, fresh.resource_version) is Result.DELETED
+
+
+def test_a_finish_mark_counts_only_for_the_trainjob_it_was_written_for(cluster, admin_api):
+    """A TrainJob created again under a finished one's name is not judged by the earlier one's
+    finish (once KNOWN BUG 3): the mark's ConfigMap is owned by the uid it was written for,
+    and until the garbage collector removes it, it means nothing for another uid."""
+    with trainer_namespace(admin_api) as trainer:
+        tj = trainer.trainjob("tj")
+        ref = JobRef(kinds.TRAINJOB, trainer.namespace, "tj", tj["metadata"]["uid"], tj["apiVersion"])
+        mark = FinishMark("Failed", datetime.now(UTC).replace(microsecond=0), "js-uid")
+        cluster.write_finish_mark(ref, mark)
+        assert cluster.read_finish_mark(ref) == mark
+        later = JobRef(kinds.TRAINJOB, trainer.namespace, "tj", "another-uid", tj["apiVersion"])
+        assert cluster.read_finish_mark(later) is None
 
 
 def test_record_event_creates_then_counts(cluster, operator, namespace):
