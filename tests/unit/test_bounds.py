@@ -188,3 +188,18 @@ def test_a_stopped_sweep_resumes_after_the_last_job_it_passed():
         if tick < 2:
             assert "the next sweep continues after" in outcome.note
     assert order == names and not cluster.pods
+
+
+def test_a_sweep_deletes_no_more_than_its_cap_even_within_one_big_job():
+    """A sweep has no declared size: PODSWEEPER_MAX_DELETES_PER_EVENT bounds all of it, the
+    pass of a job that declares more included; the rest is deferred to the next sweep."""
+    cluster = SimulatedCluster()
+    finished_job_with_workers(cluster, 5)
+    pipeline = Pipeline(cluster, Settings(max_deletes_per_event=2, delete_concurrency=1))
+    outcome = handle(pipeline, ping(at(600)))
+    results = [a.result for a in outcome.applied]
+    assert results.count(Result.DELETED) == 2 and results.count(Result.DEFERRED) == 3, results
+    assert len(cluster.pods) == 3
+    handle(pipeline, ping(at(601)))
+    handle(pipeline, ping(at(602)))
+    assert not cluster.pods
