@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from tests.reliability import seeds
+
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "proxy-connection"}
 
 
@@ -269,10 +271,14 @@ def _handler(proxy: FaultProxy):
     return Handler
 
 
-def proxy_for(control_plane, seed: int = 1) -> FaultProxy:
+def proxy_for(control_plane, seed: int | None = None) -> FaultProxy:
     pki = Path(control_plane.workdir) / "pki"
     return FaultProxy(
-        control_plane.url, control_plane.ca_file, pki / "apiserver.crt", pki / "apiserver.key", seed=seed
+        control_plane.url,
+        control_plane.ca_file,
+        pki / "apiserver.crt",
+        pki / "apiserver.key",
+        seed=seeds.or_fixed(1) if seed is None else seed,
     )
 
 

@@ -27,6 +27,7 @@ from tests.reliability.trainer_world import WorkloadSpec
 from tests.reliability.world import (
     JOB_NAMES,
     NAMESPACES,
+    OFTEN_SKIP_VALUES,
     SKIP_VALUES,
     T0,
     JobSpec,
@@ -112,7 +113,9 @@ def launcher_line(draw, index: int, taken: frozenset) -> list[tuple[int, str, ob
     fate = draw(st.sampled_from(FATES))
     t_done = t + draw(st.integers(5, 300))
     if fate == "evicted":  # Failed without completionTime (mpi-operator#647): the launcher runs on
-        evicted = JobSpec(**base, skip=draw(st.sampled_from(SKIP_VALUES)), conditions=EVICTED, settled=False)
+        evicted = JobSpec(
+            **base, skip=draw(st.sampled_from(OFTEN_SKIP_VALUES)), conditions=EVICTED, settled=False
+        )
         items.append((t_done, "update", replace(evicted, since=T0 + timedelta(seconds=t_done))))
         if draw(st.booleans()):  # the launcher fails by itself later: the job settles
             t_done += draw(st.integers(10, 200))

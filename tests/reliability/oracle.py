@@ -15,6 +15,9 @@ silent" agrees with each):
 * a pod owned by no controller belongs to a job through its labels only when
   `training.kubeflow.org/operator-name` tells the kind;
 * a suspended job's pods are left alone even if the job also shows a finished condition;
+* crash-loop with PODSWEEPER_CRASHLOOP_ACTION=suspend names the pod with action suspend (what
+  is suspended is the pod's job, once per job and event); a warning instead when Kueue queues
+  the job (label kueue.x-k8s.io/queue-name);
 * the opt-out annotation counts when its value is "true" in any letter case; a deleted
   job's annotation no longer protects its orphans (the sweep could not know it);
 * failed-mpijob-running: an MPIJob v2beta1 Failed without completionTime is not finished
@@ -26,6 +29,13 @@ silent" agrees with each):
   name (kind and uid; the MPIJob served at v2beta1) and has finished (Complete or Failed
   "True"), and is not terminating; then the pod rules apply as to any pod of the job, with no
   operator grace (the operator never deletes a launcher pod); never `orphan`;
+* stuck-terminating (opt-in, PODSWEEPER_STUCK_TERMINATING_SECONDS): a pod of a training job
+  (its controller a training kind, or its labels naming one; never another controller's, never
+  an mpi-operator launcher's), terminating, on a node (spec.nodeName) that is NotReady,
+  Unknown or gone, whose deletionTimestamp is at least that many seconds ago: force-delete;
+  skip when the pod or the job of its name opts out. Only the sweep decides it, over the pods
+  a LIST by the training labels finds. A replay knows no nodes (every node counts as Ready),
+  so there it never fires;
 * liveness is owed only for pods the API can find by label (`training.kubeflow.org/job-name`,
   or the pre-v1.6 `group-name: kubeflow.org` + `job-name`) under the name of their job:
   behaviour.md has the function LIST a job's pods by label.
@@ -175,6 +185,11 @@ def findable(pod: PodSpec) -> bool:
     return pod.label(JOB_NAME) == name or (pod.label("group-name") == GROUP and pod.label("job-name") == name)
 
 
+def labelled(pod: PodSpec) -> bool:
+    """Does a LIST by the training labels (any job's name) return this pod? (the sweep's)"""
+    return bool(pod.label(JOB_NAME)) or (pod.label("group-name") == GROUP and bool(pod.label("job-name")))
+
+
 def trainjob_finished_at(job: TrainJobSpec) -> datetime | None:
     """When the TrainJob finished (a Complete or Failed condition "True"), or None."""
     return next((at for t, s, at in job.conditions if t in ("Complete", "Failed") and s == "True"), None)
@@ -215,10 +230,22 @@ class World:
     trainjobs_gone: set = field(default_factory=set)
     workloads: dict[tuple, WorkloadSpec] = field(default_factory=dict)
     finished_uids: dict[tuple, set] = field(default_factory=dict)  # (namespace, name) -> uids seen finished
+    # The newest resourceVersion seen per object (what it is, its namespace and name): a
+    # replay never rolls an object back to an older change.
+    versions: dict[tuple, int] = field(default_factory=dict)
+    nodes: dict[str, str] = field(default_factory=dict)  # live: node name -> Ready/NotReady/Unknown/gone
 
     # -- the stream ---------------------------------------------------------------------
-    def observe(self, verb: str, spec) -> bool:
-        """Apply a watch change; False when it is about a pod podsweeper already deleted."""
+    def observe(self, verb: str, spec, version: int | None = None) -> bool:
+        """Apply a watch change; False when it is about an object podsweeper already deleted,
+        or (given its resourceVersion) older than a change of that object already seen: the
+        live function re-reads and never sees the older state, so the replay ignores it."""
+        if version is not None:
+            what = ("pod" if isinstance(spec, PodSpec) else "job" if isinstance(spec, JobSpec) else "v2",)
+            slot = what + tuple(spec.key)
+            if version < self.versions.get(slot, version):
+                return False
+            self.versions[slot] = version
         if isinstance(spec, PodSpec):
             if spec.uid in self.deleted:
                 return False
@@ -369,7 +396,9 @@ class World:
             and job.active_deadline is None
             and crash_loop_restarts(pod) >= self.settings["crashloop_restarts"]
         ):
-            named = ("crash-loop", self.settings["crashloop_action"])
+            action = self.settings["crashloop_action"]
+            # suspend: the job (spec.runPolicy.suspend); a warning where Kueue drives suspend.
+            named = ("crash-loop", "warn" if action == "suspend" and job.queued else action)
         if named is None:
             return None
         opted_out = is_true(pod.skip) or is_true(job.skip)
@@ -416,7 +445,29 @@ class World:
             named = self.named(pod, now)
             if named is not None and named[1] == "delete" and findable(pod):
                 out.append((pod, named))
+            stuck = self.named_stuck(pod, now)
+            if stuck is not None and stuck[1] == "force-delete" and labelled(pod):
+                out.append((pod, stuck))
         return out
+
+    def named_stuck(self, pod: PodSpec, now: datetime) -> tuple[str, str] | None:
+        """Rule stuck-terminating (opt-in): (rule, force-delete / skip) for this pod now, or None."""
+        limit = self.settings.get("stuck_terminating_seconds")
+        if limit is None or not self.live or not pod.terminating or pod.node is None:
+            return None
+        if not self.allowed(pod.namespace) or launcher_of(pod) is not None:
+            return None
+        owner = belongs(pod)
+        if owner is None:
+            return None
+        if self.nodes.get(pod.node, "Ready") == "Ready":
+            return None
+        deleted_at = pod.created or T0  # the generated pods' deletionTimestamp
+        if (now - deleted_at).total_seconds() < limit:
+            return None
+        job = self.jobs.get((owner[0], pod.namespace, owner[1]))
+        opted_out = is_true(pod.skip) or (job is not None and is_true(job.skip))
+        return ("stuck-terminating", "skip" if opted_out else "force-delete")
 
     # -- the rules, Trainer v2 -----------------------------------------------------------
     def trainjob_of(self, namespace: str, name: str):

@@ -36,6 +36,7 @@ from tests.fixtures import builders
 from tests.fixtures import trainer as fixtures
 from tests.reliability.world import (
     NAMESPACES,
+    OFTEN_SKIP_VALUES,
     SKIP_VALUES,
     T0,
     OwnerSpec,
@@ -65,7 +66,7 @@ FAILURE_POLICIES = (
 ENDINGS = ("stays", "stays", "background", "racing", "stripped")
 DELETED = ("background", "background", "racing", "stripped")  # before a TrainJob of the same name
 # Opt-outs on TrainJobs more often than on pods: each v2 rule's skip needs one.
-TRAINJOB_SKIPS = (None, None, None, "true", "True", "false", "")
+TRAINJOB_SKIPS = OFTEN_SKIP_VALUES
 # How long after the TrainJob finished its JobSet comes back.
 RECREATED_AFTER = (1, 20, 200)
 TRAINER_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
@@ -413,13 +414,19 @@ def trainer_line(draw, index: int, taken: frozenset = frozenset()) -> list[tuple
             if js is not None and js is not left and draw(st.booleans()):
                 # Deleted, then created again after the finish, pods and all (kubeflow/trainer#2981).
                 t += draw(st.integers(1, 60))
+                unseen = []  # old Jobs whose delete the stream does not show (yet)
                 for obj in (*pods, *jobs, js):
                     if draw(st.integers(0, 2)) > 0:  # some deletes the stream does not show
                         story.delete(t, obj)
+                    elif obj in jobs:
+                        unseen.append(obj)
                 again = finished_at + timedelta(seconds=draw(st.sampled_from(RECREATED_AFTER)))
                 t = max(_seconds(again), t + 1)
                 owner = OwnerSpec(fixtures.TRAINER, "TrainJob", name, tj.uid, True)
                 js, jobs, pods = _jobset(draw, story, ns, name, f"js-{index}-{life}-1", owner, t, again)
+                for old in unseen:  # the collector gets to an old Job after the new JobSet is there
+                    if draw(st.booleans()):
+                        t = story.change(t + draw(st.integers(1, 20)), old, terminating=True)
         ending = draw(st.sampled_from(ENDINGS if life == lives - 1 else DELETED))
         if ending == "stays":
             break

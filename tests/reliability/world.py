@@ -35,7 +35,11 @@ KINDS = ("PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "PaddleJob", "JAXJob")
 PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 RESTART_POLICIES = ("OnFailure", "Always", "ExitCode", "Never", None)
 CLEAN_POLICIES = ("None", "Running", "All", None, "Everything")  # "Everything": not a policy
-SKIP_VALUES = (None,) * 12 + ("true", "True", "false", "")
+# The opt-out counts in any letter case: "TRUE" is drawn too, and two values that are none.
+SKIP_VALUES = (None,) * 12 + ("true", "True", "false", "", "TRUE")
+# On objects of a rarer rule (a TrainJob, an evicted MPIJob) opt-outs are drawn more often: each
+# rule's skip must be reached.
+OFTEN_SKIP_VALUES = (None, None, None, "true", "True", "false", "", "TRUE")
 
 CONDITION_SETS = (
     (),
@@ -69,6 +73,10 @@ OWNERSHIP = (
     "bare",  # nothing: a pod of no job
 )
 CONTAINER_STATES = ("running", "crashloop", "crashloop", "creating", "terminated")
+# Nodes the v1 pods run on, each in one state for the whole scenario (rule stuck-terminating:
+# a pod terminating on a node that is NotReady, Unknown or gone). A replay knows no nodes.
+NODES = ("node-0", "node-1", "node-2")
+NODE_STATES = ("Ready", "NotReady", "Unknown", "gone")
 
 
 @dataclass(frozen=True)
@@ -124,6 +132,7 @@ class PodSpec:
     skip: str | None
     terminating: bool
     created: datetime | None
+    node: str | None = None  # spec.nodeName
 
     @property
     def key(self) -> tuple[str, str]:
@@ -158,6 +167,7 @@ class WorldEvent:
 class Scenario:
     settings: dict
     events: list[WorldEvent] = field(default_factory=list)
+    nodes: dict[str, str] = field(default_factory=dict)  # name -> one of NODE_STATES
 
     @property
     def end(self) -> datetime:
@@ -259,6 +269,7 @@ def render_pod(spec: PodSpec) -> dict:
         pod_uid=spec.uid,
         annotations={"podsweeper.dev/skip": spec.skip} if spec.skip is not None else {},
         deleting_at=spec.created or T0 if spec.terminating else None,
+        node=spec.node,
     )
     meta = obj["metadata"]
     meta["name"], meta["namespace"] = spec.name, spec.namespace
@@ -298,10 +309,16 @@ def render(event: WorldEvent, mode: str = "resource", event_id: str | None = Non
     if event.spec is None:
         return builders.ping(event.time, event_id=event_id or f"ping-{event.seq}")
     obj = render_object(event.spec)
+    # The API server's resourceVersion grows with every change: the base stream's order. A
+    # retry or a second watch delivering an older change carries the older version.
+    obj["metadata"]["resourceVersion"] = str(RESOURCE_VERSION_BASE + event.seq)
     raw = builders.event(event.verb, obj, event.time, mode=mode)
     # One id per watch change: a duplicate is the same event again (same source + id).
     raw["id"] = event_id or f"e{event.seq}-{event.verb}-{obj['metadata']['uid']}"
     return raw
+
+
+RESOURCE_VERSION_BASE = 10_000
 
 
 # -- strategies ------------------------------------------------------------------------
@@ -315,11 +332,12 @@ def settings_strategy(*, max_deletes=st.just(1000), dry_run=st.just(False)) -> s
             "exclude_namespaces": st.sampled_from(["kube-system", "kube-system", "kube-system,team-a", ""]),
             "orphan_grace_seconds": st.sampled_from([0, 30, 120]),
             "crashloop_restarts": st.sampled_from([1, 3, 5]),
-            "crashloop_action": st.sampled_from(["warn", "warn", "delete"]),
+            "crashloop_action": st.sampled_from(["warn", "warn", "delete", "suspend"]),
             "sweep_active_pods": st.sampled_from([True, True, True, False]),
             "operator_grace_seconds": st.sampled_from([30, 30, 0, 120]),
             "max_deletes_per_event": max_deletes,
             "dry_run": dry_run,
+            "stuck_terminating_seconds": st.sampled_from([None, None, None, 300]),
         }
     )
 
@@ -435,6 +453,7 @@ def _pod_track(draw, index: int, lines: list) -> tuple[list[PodSpec], bool]:
     created_choice = draw(st.sampled_from(["at-add", "at-add", "old", "none"]))
     created = {"old": T0 - timedelta(hours=1), "none": None}.get(created_choice)  # at-add: filled in later
     states, terminating = [], False
+    node = draw(st.sampled_from((None, *NODES)))
     for _ in range(draw(st.integers(1, 4))):
         terminating = terminating or draw(st.integers(0, 9)) == 0
         states.append(
@@ -449,6 +468,7 @@ def _pod_track(draw, index: int, lines: list) -> tuple[list[PodSpec], bool]:
                 skip=draw(st.sampled_from(SKIP_VALUES)),
                 terminating=terminating,
                 created=created if created_choice != "at-add" else "at-add",
+                node=node,
             )
         )
     return states, draw(st.integers(0, 3)) == 0  # deleted by someone at the end
@@ -520,11 +540,12 @@ def scenarios(draw, settings=None) -> Scenario:
         for t, verb, spec in items:
             timed.append((t, order, verb, spec))
             order += 1
+    nodes = {name: draw(st.sampled_from(NODE_STATES)) for name in NODES}  # drawn last, as above
     timed.sort(key=lambda item: (item[0], item[1]))
     events = [
         WorldEvent(verb, spec, T0 + timedelta(seconds=t), seq) for seq, (t, _, verb, spec) in enumerate(timed)
     ]
-    return Scenario(chosen, events)
+    return Scenario(chosen, events, nodes)
 
 
 # -- stream variants -------------------------------------------------------------------
@@ -558,3 +579,20 @@ def with_duplicates(events: list, rng: random.Random, rate: float = 0.3) -> list
 
 def with_drops(events: list, rng: random.Random, rate: float = 0.3) -> list:
     return [e for e in events if rng.random() >= rate]
+
+
+def with_stale_retries(events: list, rng: random.Random, rate: float = 0.2) -> list:
+    """Some changes delivered again after a newer change of the same object (a retry, or a
+    second watch, arriving late): the copy keeps its id and its older resourceVersion."""
+    out = list(events)
+    for index in range(len(out) - 1, -1, -1):
+        e = out[index]
+        if e.spec is None or rng.random() >= rate:
+            continue
+        newer = [
+            j for j in range(index + 1, len(out)) if out[j].order_key == e.order_key and out[j].seq > e.seq
+        ]
+        if newer:
+            at = rng.randint(newer[0] + 1, len(out))
+            out.insert(at, e)
+    return out
