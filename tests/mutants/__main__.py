@@ -1,14 +1,24 @@
-"""`python -m tests.mutants`: run the fast tests against each seeded bug; write docs/mutants.md.
+"""`python -m tests.mutants`: run each seeded bug against the suites that must catch it.
 
 For each mutant of tests/mutants/catalogue.py the runner patches one file in a temporary
 COPY of the repository (the tracked files as they are in the working tree; the working tree
-itself is never touched), runs tests/unit and tests/reliability/test_properties.py there
-with PYTHONPATH pointing at the copy's function/ (checked: the imported module is the
-copy's, and holds the mutated text), and records which test caught it. An unmutated
-baseline run must pass first. Exit status 1 when any mutant survives (or the baseline fails).
+itself is never touched) and runs, each on its own, every suite the mutant names, with
+PYTHONPATH pointing at the copy's function/. Before the suites run it checks that the module
+the copy imports is the copy's and that its text is exactly the original with the one patch
+applied (so an empty replacement is checked too).
 
-Options: --examples N (hypothesis examples per property test, default 100), --timeout S
-(per run, default 600), --only NAME[,NAME] (a subset; docs/mutants.md is then not written).
+A suite's verdict is read from pytest's own report:
+* caught: pytest exited 1 and printed a FAILED line (a test asserted against the bug);
+* survived: pytest exited 0;
+* inconclusive: anything else (a time-out, a collection or fixture ERROR, a crash, an
+  interrupted run): it proves nothing, and it fails the run like a survivor.
+A mutant is caught when every suite it names caught it. An unmutated baseline of every suite
+used must pass first. Exit status 1 unless every mutant is caught.
+
+Options: --examples N (hypothesis examples per property test, default 200: at 40, five
+mutants the property tests are meant to catch survived them; at 200 each is caught), --timeout S (per suite run, default 600), --only NAME[,NAME]
+(a subset; docs/mutants.md is then not written), --jobs N (mutants run side by side, each in
+its own copy; default 2).
 """
 
 from __future__ import annotations
@@ -21,22 +31,32 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 
-from tests.mutants.catalogue import MUTANTS, Mutant
+from tests.mutants.catalogue import MUTANTS, Mutant, Suite
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "mutants.md"
-# Each suite runs on its own, so the table shows whether each catches the mutant.
-SUITES = {"unit tests": ["tests/unit"], "property tests": ["tests/reliability/test_properties.py"]}
-TESTS = [test for tests in SUITES.values() for test in tests]
-# Not tests of the function: one judges the generator, which no mutant touches; the other
-# checks that each mutant's anchor is in the code, which a mutated copy fails by construction.
-DESELECT = [
-    "tests/reliability/test_properties.py::test_generator_reaches_every_case",
-    "tests/unit/test_mutant_catalogue.py",
-]
+# Not tests of the function: the catalogue check (a mutated copy fails it by construction) and
+# the guarantees page check (docs against tests).
+DESELECT = ["tests/unit/test_mutant_catalogue.py", "tests/unit/test_guarantees_page.py"]
+
+
+class Verdict(StrEnum):
+    CAUGHT = "caught"
+    SURVIVED = "survived"
+    INCONCLUSIVE = "inconclusive"
+
+
+@dataclass(frozen=True)
+class SuiteRun:
+    verdict: Verdict
+    by: str  # the first FAILED test, or why the run proves nothing
+    seconds: float
 
 
 def git(*args: str) -> str:
@@ -63,49 +83,55 @@ def env_for(copy: Path, examples: int) -> dict[str, str]:
     env["PODSWEEPER_PROPERTY_EXAMPLES"] = str(examples)
     env["PODSWEEPER_PROPERTY_SHRINK"] = "0"  # caught is caught: no time spent shrinking the example
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    # The cached Go-built control plane is shared; where it lives comes from the environment.
+    for name in ("PODSWEEPER_CACHE", "PODSWEEPER_PROPERTY_SEED"):
+        if name in os.environ:
+            env[name] = os.environ[name]
     return env
 
 
-def check_imported(copy: Path, env: dict[str, str], mutant: Mutant | None) -> str:
-    """Import the (mutated) module in the copy's environment; fail unless it is the copy's."""
+def check_imported(copy: Path, env: dict[str, str], mutant: Mutant | None, expected: str | None) -> str:
+    """Import the (mutated) module in the copy's environment; fail unless it is the copy's file
+    and holds exactly `expected` (the original text with the one patch applied)."""
     module = module_of(mutant.path) if mutant else "podsweeper"
-    probe = (
-        "import importlib, inspect, sys\n"
-        f"m = importlib.import_module({module!r})\n"
-        "print(m.__file__)\n"
-        "sys.stdout.write(inspect.getsource(m))\n"
-    )
-    out = subprocess.run(
+    probe = f"import importlib\nprint(importlib.import_module({module!r}).__file__)\n"
+    where = subprocess.run(
         [sys.executable, "-c", probe], cwd=copy, env=env, capture_output=True, text=True, check=True
-    ).stdout
-    where, _, source = out.partition("\n")
+    ).stdout.strip()
     if not Path(where).resolve().is_relative_to(copy.resolve()):
         raise SystemExit(f"{module} imports from {where}, not from the copy {copy}")
-    if mutant is not None and mutant.new not in source:
-        raise SystemExit(f"{module} at {where} does not hold mutant {mutant.name}")
+    if expected is not None and Path(where).read_text() != expected:
+        raise SystemExit(f"{module} at {where} does not hold exactly mutant {mutant.name if mutant else ''}")
     return where
 
 
-def run_tests(copy: Path, env: dict[str, str], timeout: float, tests: list[str]) -> tuple[str, str, float]:
-    """(result, the first failing test or '', seconds)."""
-    command = [sys.executable, "-m", "pytest", *tests, "-x", "-q", "-p", "no:cacheprovider", "-rf"]
+def verdict_of(returncode: int, stdout: str) -> tuple[Verdict, str]:
+    """pytest's exit code and report -> the verdict (see the module docstring)."""
+    if returncode == 0:
+        return Verdict.SURVIVED, ""
+    failed = re.search(r"^FAILED (\S+)", stdout, re.M)
+    errors = re.search(r"^ERROR (\S+)", stdout, re.M)
+    if returncode == 1 and failed is not None and errors is None:
+        return Verdict.CAUGHT, failed[1]
+    tail = " ".join(stdout.strip().splitlines()[-2:])[-200:]
+    return Verdict.INCONCLUSIVE, f"pytest exit {returncode}: {tail}"
+
+
+def run_suite(copy: Path, env: dict[str, str], timeout: float, suite: Suite) -> SuiteRun:
+    command = [sys.executable, "-m", "pytest", *suite.value, "-x", "-q", "-p", "no:cacheprovider", "-rfE"]
     for test in DESELECT:
         command += ["--deselect", test]
     started = time.monotonic()
     try:
         done = subprocess.run(command, cwd=copy, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return "caught", f"(time limit {timeout:.0f} s)", time.monotonic() - started
-    seconds = time.monotonic() - started
-    if done.returncode == 0:
-        return "survived", "", seconds
-    failed = re.search(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", done.stdout, re.M)
-    if failed is None:
-        return "caught", f"(pytest exit {done.returncode}) {done.stdout[-300:]}", seconds
-    return "caught", failed[1], seconds
+        return SuiteRun(Verdict.INCONCLUSIVE, f"time limit {timeout:.0f} s", time.monotonic() - started)
+    verdict, by = verdict_of(done.returncode, done.stdout)
+    return SuiteRun(verdict, by, time.monotonic() - started)
 
 
-def apply(copy: Path, mutant: Mutant) -> str:
+def apply(copy: Path, mutant: Mutant) -> tuple[str, str]:
+    """Patch the copy; (original text, mutated text)."""
     path = copy / "function" / "podsweeper" / mutant.path
     original = path.read_text()
     if original.count(mutant.old) != 1:
@@ -113,88 +139,138 @@ def apply(copy: Path, mutant: Mutant) -> str:
             f"mutant {mutant.name}: the text to replace occurs {original.count(mutant.old)} times in "
             f"function/podsweeper/{mutant.path}; update tests/mutants/catalogue.py"
         )
-    path.write_text(original.replace(mutant.old, mutant.new))
-    return original
+    mutated = original.replace(mutant.old, mutant.new)
+    path.write_text(mutated)
+    return original, mutated
 
 
-def write_results(rows: list[dict], examples: int, baseline: float) -> None:
+def result_of(suites: dict[Suite, SuiteRun]) -> Verdict:
+    verdicts = {run.verdict for run in suites.values()}
+    if verdicts == {Verdict.CAUGHT}:
+        return Verdict.CAUGHT
+    return Verdict.SURVIVED if Verdict.SURVIVED in verdicts else Verdict.INCONCLUSIVE
+
+
+def write_results(rows: list[dict], examples: int, baseline: dict[Suite, SuiteRun], seconds: float) -> None:
     commit = git("rev-parse", "--short", "HEAD").strip()
     dirty = bool(git("status", "--porcelain", "--untracked-files=no", "--", "function", "tests").strip())
-    caught = sum(1 for r in rows if r["result"] == "caught")
+    caught = sum(1 for r in rows if r["result"] is Verdict.CAUGHT)
     lines = [
         "# Seeded-bug run (`make mutants`)",
         "",
-        "Generated by `python -m tests.mutants`; do not edit by hand.",
+        "Generated by `python -m tests.mutants`; do not edit by hand. `make test` (and so CI) runs it",
+        "after the test suites.",
         "",
         f"* date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
         f"* commit: {commit}"
         + (" (the working tree had uncommitted changes under function/ or tests/)" if dirty else ""),
-        f"* tests run per mutant, each suite on its own and stopping at its first failure: "
-        f"{'; '.join(' '.join(t) for t in SUITES.values())}, "
-        f"{examples} hypothesis examples per property test",
-        f"* unmutated baseline: passed in {baseline:.0f} s",
-        f"* result: **{caught} of {len(rows)} mutants caught**",
+        "* each mutant runs only the suites it names, each on its own and stopping at its first "
+        f"failure; property tests at {examples} hypothesis examples each (derandomized)",
+        "* caught = a FAILED test line; a time-out, an ERROR or a crash is inconclusive and fails the run",
+        "* unmutated baseline: "
+        + ", ".join(
+            f"{s.label} {r.verdict.value.replace('survived', 'passed')} in {r.seconds:.0f} s"
+            for s, r in baseline.items()
+        ),
+        f"* result: **{caught} of {len(rows)} mutants caught** in {seconds / 60:.1f} min",
         "",
-        "| mutant | file | what it breaks | caught by (first failing test of each suite) | result |",
+        "| mutant | file | what it breaks | must be caught by: first failing test | result |",
         "|---|---|---|---|---|",
     ]
     for r in rows:
         m: Mutant = r["mutant"]
         cells = []
-        for suite, (result, by, _) in r["suites"].items():
-            shown = f"`{by}`" if by and not by.startswith("(") else by
-            cells.append(f"{suite}: {shown if result == 'caught' else 'not caught'}")
+        for suite, run in r["suites"].items():
+            shown = (
+                f"`{run.by}`" if run.verdict is Verdict.CAUGHT else f"{run.verdict.value} {run.by}".strip()
+            )
+            cells.append(f"{suite.label}: {shown}")
         lines.append(
-            f"| {m.name} | function/podsweeper/{m.path} | {m.breaks} | {'<br>'.join(cells)} | {r['result']} |"
+            f"| {m.name} | function/podsweeper/{m.path} | {m.breaks} | {'<br>'.join(cells)} | "
+            f"{r['result'].value} |"
         )
     lines += [
         "",
         "Each mutant is a one-place textual patch (tests/mutants/catalogue.py) applied to a temporary",
-        "copy of the repository; the runner checks that the imported module is the copy's mutated one.",
+        "copy of the repository; the runner checks that the imported module is the copy's, holding",
+        "exactly the patched text.",
         "",
     ]
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text("\n".join(lines))
 
 
+def run_mutant(copy: Path, env: dict[str, str], timeout: float, mutant: Mutant) -> dict:
+    original, mutated = apply(copy, mutant)
+    try:
+        where = check_imported(copy, env, mutant, mutated)
+        suites = {suite: run_suite(copy, env, timeout, suite) for suite in mutant.suites}
+    finally:
+        (copy / "function" / "podsweeper" / mutant.path).write_text(original)
+    result = result_of(suites)
+    report = [f"{mutant.name:30} {result.value:12} [{where}]"]
+    for suite, run in suites.items():
+        report.append(f"    {suite.label:9} {run.verdict.value:12} {run.seconds:4.0f} s  {run.by}")
+    print("\n".join(report), flush=True)
+    return {"mutant": mutant, "result": result, "suites": suites}
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.mutants")
-    parser.add_argument("--examples", type=int, default=100)
+    parser.add_argument("--examples", type=int, default=200)
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--only", default="")
+    parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args(argv)
-    chosen = [m for m in MUTANTS if not args.only or m.name in args.only.split(",")]
+    names = {m.name for m in MUTANTS}
+    wanted = [n for n in args.only.split(",") if n]
+    if unknown := sorted(set(wanted) - names):
+        raise SystemExit(f"no such mutant: {', '.join(unknown)}")
+    chosen = [m for m in MUTANTS if not wanted or m.name in wanted]
+    used = [s for s in Suite if any(s in m.suites for m in chosen)]
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="podsweeper-mutants-") as tmp:
-        copy = Path(tmp) / "repo"
-        copy_tracked(copy)
-        env = env_for(copy, args.examples)
-        print(f"copy: {copy}; podsweeper imported from {check_imported(copy, env, None)}", flush=True)
-        result, by, baseline = run_tests(copy, env, args.timeout, TESTS)
-        print(
-            f"baseline (no mutant): {'passed' if result == 'survived' else 'FAILED ' + by} ({baseline:.0f} s)"
-        )
-        if result != "survived":
+        copies = []
+        for index in range(max(1, args.jobs)):
+            copy = Path(tmp) / f"repo-{index}"
+            copy_tracked(copy)
+            copies.append(copy)
+        env = env_for(copies[0], args.examples)
+        print(f"copy: {copies[0]}; podsweeper imported from {check_imported(copies[0], env, None, None)}")
+        baseline = {suite: run_suite(copies[0], env, args.timeout, suite) for suite in used}
+        for suite, run in baseline.items():
+            print(
+                f"baseline {suite.label:9} {'passed' if run.verdict is Verdict.SURVIVED else 'FAILED ' + run.by}"
+                f" ({run.seconds:.0f} s)",
+                flush=True,
+            )
+        if any(run.verdict is not Verdict.SURVIVED for run in baseline.values()):
             return 1
-        rows = []
-        for mutant in chosen:
-            original = apply(copy, mutant)
+        free = list(copies)
+        rows: dict[str, dict] = {}
+
+        def one(mutant: Mutant) -> None:
+            copy = free.pop()
             try:
-                where = check_imported(copy, env, mutant)
-                suites = {name: run_tests(copy, env, args.timeout, tests) for name, tests in SUITES.items()}
+                rows[mutant.name] = run_mutant(copy, env_for(copy, args.examples), args.timeout, mutant)
             finally:
-                (copy / "function" / "podsweeper" / mutant.path).write_text(original)
-            result = "caught" if any(r[0] == "caught" for r in suites.values()) else "survived"
-            rows.append({"mutant": mutant, "result": result, "suites": suites})
-            print(f"{mutant.name:28} {result:9} [{where}]", flush=True)
-            for name, (suite_result, by, seconds) in suites.items():
-                print(f"    {name:15} {suite_result:9} {seconds:4.0f} s  {by}", flush=True)
-    if not args.only:
-        write_results(rows, args.examples, baseline)
+                free.append(copy)
+
+        with ThreadPoolExecutor(len(copies)) as pool:
+            list(pool.map(one, chosen))
+    ordered = [rows[m.name] for m in chosen]
+    if not wanted:
+        write_results(ordered, args.examples, baseline, time.monotonic() - started)
         print(f"written to {RESULTS.relative_to(ROOT)}")
-    survivors = [r["mutant"].name for r in rows if r["result"] != "caught"]
-    if survivors:
-        print(f"SURVIVED: {', '.join(survivors)}", file=sys.stderr)
-    return 1 if survivors else 0
+    failing = [
+        f"{r['mutant'].name} ({r['result'].value})" for r in ordered if r["result"] is not Verdict.CAUGHT
+    ]
+    print(
+        f"{len(ordered) - len(failing)} of {len(ordered)} mutants caught in {(time.monotonic() - started) / 60:.1f} min"
+    )
+    if failing:
+        print(f"NOT CAUGHT: {', '.join(failing)}", file=sys.stderr)
+    return 1 if failing else 0
 
 
 if __name__ == "__main__":

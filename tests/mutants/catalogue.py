@@ -1,14 +1,51 @@
 """Seeded bugs: each a small textual patch to one file of function/podsweeper/.
 
-Every mutant breaks one rule or one safety point of docs/rules.md; the fast tests (tests/unit
-and the property tests of tests/reliability/test_properties.py) must catch each. `old` must
-occur exactly once in the file, so a refactor that moves the code makes the runner say so
-instead of testing an unmutated copy.
+Every mutant breaks one rule or one safety point of docs/rules.md, and names the suites that
+must catch it (each suite on its own, a FAILED test line): the unit tests, the HTTP tests, the
+property tests (the generated ones only: the examples kept from fixed disagreements do not
+count) or the real-API integration tests. `old` must occur exactly once in the file, so a
+refactor that moves the code makes the runner say so instead of testing an unmutated copy.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
+
+
+class Suite(Enum):
+    """A suite a mutant must fail: its pytest arguments, relative to the repository."""
+
+    UNIT = ("tests/unit",)
+    HTTP = ("tests/http",)
+    # The generated property tests: not the generator's own coverage test, not the fixed examples.
+    # The live test first: it is the quickest, and -x stops at the first failure.
+    PROPERTY = (
+        "tests/reliability/test_properties.py::test_live_notifications_late_duplicated_or_lost_then_sweep",
+        "tests/reliability/test_properties.py::test_replay_is_safe_and_leaves_nothing_the_rules_name",
+        "tests/reliability/test_properties.py::test_dry_run_replay_deletes_nothing",
+    )
+    # The real client against the real kube-apiserver (built from Go modules, cached).
+    REAL_API = ("tests/integration/test_kube_cluster.py",)
+    # No secret in answers, logs or Events: the served function on the real API server.
+    SECRETS = (
+        "tests/reliability/test_security.py::test_every_decision_path_logs_no_env_value",
+        "tests/reliability/test_security.py::test_replay_output_shows_no_env_value",
+    )
+
+    @property
+    def label(self) -> str:
+        names = {"UNIT": "unit", "HTTP": "HTTP", "PROPERTY": "property", "REAL_API": "real API"}
+        return names.get(self.name, self.name.lower())
+
+
+UNIT, HTTP, PROPERTY, REAL_API, SECRETS = (
+    Suite.UNIT,
+    Suite.HTTP,
+    Suite.PROPERTY,
+    Suite.REAL_API,
+    Suite.SECRETS,
+)
 
 
 @dataclass(frozen=True)
@@ -18,6 +55,7 @@ class Mutant:
     old: str
     new: str
     breaks: str  # the rule or safety point it breaks
+    suites: tuple[Suite, ...] = (UNIT, PROPERTY)  # each must catch it
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -27,6 +65,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "if current.uid != uid or (",
         "if False and (",
         "delete preconditions: a pod re-created under the name, or changed since it was read, is deleted",
+        (UNIT,),
     ),
     Mutant(
         "earlier-job-uid",
@@ -90,6 +129,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if restarts < ctx.settings.crashloop_restarts:\n        return None",
         "    if restarts < 1:\n        return None",
         "crash-loop: warns (or deletes) below PODSWEEPER_CRASHLOOP_RESTARTS",
+        (UNIT,),
     ),
     Mutant(
         "max-deletes-off-by-one",
@@ -97,6 +137,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "elif budget <= 0:",
         "elif budget < 0:",
         "bounded deletes: one delete more than the pass's bound",
+        (UNIT,),
     ),
     Mutant(
         "sweep-active-pods-ignored",
@@ -140,6 +181,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    return declared + max(MIN_STRAGGLERS, int(declared * STRAGGLER_MARGIN))",
         "    return 10**9",
         "bounded deletes: a job pass deletes beyond what its job declares",
+        (UNIT,),
     ),
     Mutant(
         "rewarn-every-pass",
@@ -147,6 +189,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if not _grew(existing.record.progress, event.progress):",
         "        if False:",
         "crash-loop warnings written again with no new crash (counts follow passes)",
+        (UNIT,),
     ),
     Mutant(
         "suspend-kueue-job",
@@ -189,6 +232,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if node is not None and node.ready is NodeReady.TRUE:\n        return None",
         "    if False:\n        return None",
         "stuck-terminating force-deletes a pod on a Ready node",
+        (UNIT,),
     ),
     Mutant(
         "failed-mpijob-no-grace",
@@ -196,5 +240,164 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if (now - since).total_seconds() < settings.operator_grace_seconds:\n        return None",
         "    if False:\n        return None",
         "failed-mpijob-running suspends before the operator had its grace to settle the job",
+    ),
+    # -- the four disagreements the property tests once found, put back ---------------------
+    Mutant(
+        "known-bug-1-replay-lists-no-jobset",
+        "cluster/simulated.py",
+        "if not label or (label in workload.labels and (not value or workload.labels[label] == value)):",
+        "if label in workload.labels and (not value or workload.labels[label] == value):",
+        'KNOWN BUG 1: the replay\'s sweep lists no JobSet (the empty selector read as label "")',
+        (PROPERTY,),
+    ),
+    Mutant(
+        "known-bug-2-trainjob-add-warns",
+        "pipeline.py",
+        "check = ref.verb is Verb.ADD and ref.kind.chain is None",
+        "check = ref.verb is Verb.ADD",
+        "KNOWN BUG 2: a Reference-mode TrainJob add decides the JobSet's unbounded-restarts warning",
+        (PROPERTY,),
+    ),
+    Mutant(
+        "known-bug-3-finish-mark-by-name",
+        "cluster/simulated.py",
+        "        return self.finish_marks.get((job.key, job.uid))",
+        "        return next((m for (key, _), m in self.finish_marks.items() if key == job.key), None)",
+        "KNOWN BUG 3: a new TrainJob is judged by the finish an earlier one of its name left",
+        (PROPERTY,),
+    ),
+    Mutant(
+        "known-bug-3-real-finish-mark-by-name",
+        "cluster/kube.py",
+        '        if not data.get("condition") or not any(o.get("uid") == job.uid for o in owners):',
+        '        if not data.get("condition"):',
+        "KNOWN BUG 3 in the real client: the finish mark of an earlier TrainJob of the name counts",
+        (REAL_API,),
+    ),
+    Mutant(
+        "known-bug-4-terminating-jobset-parent",
+        "pipeline.py",
+        "            if not top.terminating:  # a terminating JobSet controls nothing the pass would spare\n"
+        "                tops[(top.namespace, top.name)] = top",
+        "            tops[(top.namespace, top.name)] = top",
+        "KNOWN BUG 4: the sweep spares the Jobs of a terminating JobSet, which the pass names orphan",
+        (PROPERTY,),
+    ),
+    # -- safety points without a mutant before ----------------------------------------------
+    Mutant(
+        "real-uid-precondition",
+        "cluster/kube.py",
+        "            preconditions=client.V1Preconditions(uid=uid, resource_version=resource_version or None),",
+        "            preconditions=client.V1Preconditions(resource_version=resource_version or None),",
+        "the real client deletes without the uid precondition: a pod re-created under the name goes",
+        (REAL_API,),
+    ),
+    Mutant(
+        "real-resource-version-precondition",
+        "cluster/kube.py",
+        "            preconditions=client.V1Preconditions(uid=uid, resource_version=resource_version or None),",
+        "            preconditions=client.V1Preconditions(uid=uid),",
+        "the real client deletes without the resourceVersion precondition: a pod changed since it was "
+        "read (just opted out) goes",
+        (REAL_API,),
+    ),
+    Mutant(
+        "job-opt-out-ignored",
+        "engine.py",
+        '    if job is not None and job.opted_out:\n        return "job"',
+        '    if False:\n        return "job"',
+        "opt-out: the job annotation podsweeper.dev/skip no longer protects its pods",
+    ),
+    Mutant(
+        "dry-run-suspends",
+        "actions.py",
+        "outcome = Result.DRY_RUN if settings.dry_run else suspended.get(decision.job.key)",
+        "outcome = suspended.get(decision.job.key)",
+        "dry-run suspends jobs",
+    ),
+    Mutant(
+        "sweep-cap-ignored",
+        "pipeline.py",
+        "                left -= act(result.decisions, min(result.bound, left))",
+        "                left -= act(result.decisions, result.bound)",
+        "bounded deletes: a sweep deletes beyond PODSWEEPER_MAX_DELETES_PER_EVENT",
+        (UNIT,),  # the property tests rarely reach a sweep whose one pass outgrows the cap
+    ),
+    Mutant(
+        "chain-orphan-no-grace",
+        "lineage.py",
+        "        if age is not None and age >= grace:",
+        "        if age is not None:",
+        "orphan (Trainer v2): a JobSet is deleted before PODSWEEPER_ORPHAN_GRACE_SECONDS",
+    ),
+    Mutant(
+        "stuck-force-delete-uncapped",
+        "pipeline.py",
+        "        forced = act(decided, self.settings.max_deletes_per_event) if decided else 0",
+        "        forced = act(decided, 10**9) if decided else 0",
+        "stuck-terminating force-deletes beyond PODSWEEPER_MAX_DELETES_PER_EVENT in one sweep",
+        (UNIT,),
+    ),
+    Mutant(
+        "api-failure-answers-200",
+        "web.py",
+        '            return _answer(503, f"kubernetes api unavailable: {error}", headers)',
+        '            return _answer(200, f"kubernetes api unavailable: {error}", headers)',
+        "an unavailable API answers 200: the source drops the event instead of retrying",
+        (HTTP,),
+    ),
+    Mutant(
+        "body-limit-off",
+        "web.py",
+        "    drain_bound = DRAIN_FACTOR * limit\n",
+        "    limit = 1 << 40\n    drain_bound = DRAIN_FACTOR * limit\n",
+        "the request body limit is not applied",
+        (HTTP,),
+    ),
+    Mutant(
+        "engine-namespace-gate",
+        "engine.py",
+        "        if not in_namespaces(pod.namespace, settings):\n            continue  # each pod on its own",
+        "        if False:\n            continue  # each pod on its own",
+        "namespaces: the engine decides a pod outside PODSWEEPER_NAMESPACES that slipped past triage",
+        (UNIT,),
+    ),
+    Mutant(
+        "chain-namespace-gate",
+        "lineage.py",
+        "    if not settings.namespace_allowed(lineage.ref.namespace):\n        return []",
+        "    if False:\n        return []",
+        "namespaces: a TrainJob's chain outside PODSWEEPER_NAMESPACES is decided when it slips past triage",
+        (UNIT,),
+    ),
+    # -- evidence and the replay -------------------------------------------------------------
+    Mutant(
+        "evidence-dry-run-claims-delete",
+        "evidence.py",
+        "    Result.DRY_RUN: Source.WOULD_BE_DELETED,",
+        "    Result.DRY_RUN: Source.DELETED_BY_PODSWEEPER,",
+        "evidence: a dry run's record says podsweeper deleted a pod that still runs",
+    ),
+    Mutant(
+        "evidence-written-before-the-result",
+        "keeper.py",
+        "runs = [f.kept_as(source_of(results.get(uid))) for uid, pod in pods.items() for f in pod]",
+        "runs = [f.kept_as(Source.DELETED_BY_PODSWEEPER) for uid, pod in pods.items() for f in pod]",
+        "evidence: every pod a pass acted on is recorded deleted by podsweeper, whatever became of it",
+    ),
+    Mutant(
+        "replay-rolled-back",
+        "cluster/simulated.py",
+        "        number = _version(version)\n",
+        "        number = None\n",
+        "replay: a late, older change (resourceVersion) replaces the newer state of an object",
+    ),
+    Mutant(
+        "bad-input-echoed",
+        "objects.py",
+        "    return f\"{where}: {first['msg']}\"",
+        "    return f\"{where}: {first['msg']} (got {first.get('input')!r})\"",
+        "secrets: a 400 answer (and its log line) quotes the invalid input, a pod's env value with it",
+        (SECRETS,),
     ),
 )
