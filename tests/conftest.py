@@ -17,10 +17,10 @@ import sys
 
 import pytest
 
-from podsweeper.kinds import TRAINING_KINDS
+from tests.fixtures import facts
 
 # (group, version, plural) of every training kind, to clean a test namespace of its jobs.
-TRAINING_JOB_PLURALS = tuple((k.group, k.preferred_version, k.plural) for k in TRAINING_KINDS)
+TRAINING_JOB_PLURALS = tuple((k.group, k.versions[0], k.plural) for k in facts.TRAINING_KINDS)
 
 
 @pytest.fixture(scope="session")
