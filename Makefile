@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 UNIT_STAMP := $(VENV)/.installed-unit
 FULL_STAMP := $(VENV)/.installed-full
 
-.PHONY: demo test lint unit bench dev fixtures mutants clean
+.PHONY: demo test lint unit bench dev fixtures mutants fresh clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,10 +25,14 @@ demo: $(UNIT_STAMP)
 	$(VENV)/bin/podsweeper replay tests/fixtures/seed-experiment-1.jsonl tests/fixtures/seed-experiment-2.jsonl
 
 ## Everything, lint first (fails fast): unit, HTTP, integration (real kube-apiserver),
-## e2e (Knative adapter), reliability, deploy, container.
+## e2e (Knative adapter), reliability, deploy, container; then the figures page, a run on
+## fresh random worlds, and the seeded bugs.
 test: $(FULL_STAMP)
 	$(MAKE) --no-print-directory lint
 	$(PY) -m pytest
+	$(PY) -m tests.reliability.figures --update
+	$(MAKE) --no-print-directory fresh
+	$(MAKE) --no-print-directory mutants
 
 ## ruff (lint + format check), mypy on the package, import contracts.
 lint: $(UNIT_STAMP)
@@ -48,9 +52,25 @@ bench: $(FULL_STAMP)
 dev: $(FULL_STAMP)
 	$(PY) -m tests.stack --kubeconfig $(CURDIR)/out/dev.kubeconfig --namespace dev
 
-## Seeded bugs, one at a time in a temporary copy: each must be caught (writes docs/mutants.md).
-mutants: $(UNIT_STAMP)
+## Seeded bugs, each in a temporary copy against the suites it names: each must be caught
+## by a FAILED test (writes docs/mutants.md).
+mutants: $(FULL_STAMP)
 	$(PY) -m tests.mutants
+
+## The property tests and the random-fault test on new worlds: a new seed every run, printed
+## first; `make fresh PODSWEEPER_TEST_SEED=N` draws the same worlds again.
+FRESH_EXAMPLES ?= 150
+fresh: $(FULL_STAMP)
+	@seed=$${PODSWEEPER_TEST_SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; \
+	echo "== fresh worlds from seed $$seed (reproduce: make fresh PODSWEEPER_TEST_SEED=$$seed)"; \
+	PODSWEEPER_TEST_SEED=$$seed PODSWEEPER_PROPERTY_EXAMPLES=$(FRESH_EXAMPLES) \
+	PODSWEEPER_FIGURES_FILE=$(CURDIR)/out/fresh-figures.json \
+	$(PY) -m pytest -q -p no:cacheprovider \
+		tests/reliability/test_properties.py::test_replay_is_safe_and_leaves_nothing_the_rules_name \
+		tests/reliability/test_properties.py::test_dry_run_replay_deletes_nothing \
+		tests/reliability/test_properties.py::test_live_notifications_late_duplicated_or_lost_then_sweep \
+		tests/reliability/test_faults.py::test_random_faults_then_a_sweep_leaves_what_the_rules_name \
+	|| { echo "== fresh worlds FAILED from seed $$seed: make fresh PODSWEEPER_TEST_SEED=$$seed"; exit 1; }
 
 fixtures: $(UNIT_STAMP)
 	$(PY) -m tests.fixtures.scenarios
