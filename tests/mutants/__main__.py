@@ -237,7 +237,13 @@ def main(argv: list[str]) -> int:
             copies.append(copy)
         env = env_for(copies[0], args.examples)
         print(f"copy: {copies[0]}; podsweeper imported from {check_imported(copies[0], env, None, None)}")
-        baseline = {suite: run_suite(copies[0], env, args.timeout, suite) for suite in used}
+
+        def unmutated(item: tuple[int, Suite]) -> tuple[Suite, SuiteRun]:
+            copy = copies[item[0] % len(copies)]  # the suites side by side, one per copy
+            return item[1], run_suite(copy, env_for(copy, args.examples), args.timeout, item[1])
+
+        with ThreadPoolExecutor(len(copies)) as pool:
+            baseline = dict(pool.map(unmutated, enumerate(used)))
         for suite, run in baseline.items():
             print(
                 f"baseline {suite.label:9} {'passed' if run.verdict is Verdict.SURVIVED else 'FAILED ' + run.by}"
