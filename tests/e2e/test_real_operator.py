@@ -35,6 +35,7 @@ import pytest
 import yaml
 
 from tests.harness.waiting import wait_for
+from tests.stack.users import condition, running
 
 pytestmark = pytest.mark.e2e
 
@@ -158,28 +159,12 @@ class K:
         return body.get("items") or []
 
 
-def condition(job: dict | None, type_: str) -> dict | None:
-    for c in ((job or {}).get("status") or {}).get("conditions") or []:
-        if c["type"] == type_ and c["status"] == "True":
-            return c
-    return None
-
-
 def finished(job: dict | None) -> dict | None:
     return condition(job, "Succeeded") or condition(job, "Failed")
 
 
 def restarts(pod: dict) -> int:
     return max((c.get("restartCount", 0) for c in pod["status"].get("containerStatuses") or []), default=0)
-
-
-def running(pod: dict) -> bool:
-    statuses = pod["status"].get("containerStatuses") or []
-    return (
-        pod["status"].get("phase") == "Running"
-        and bool(statuses)
-        and all("running" in c["state"] for c in statuses)
-    )
 
 
 def decisions(stack, ns: str) -> list[dict]:
