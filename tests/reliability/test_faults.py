@@ -342,18 +342,23 @@ def test_random_faults_then_a_sweep_leaves_what_the_rules_name(rig, admin_api):
         Rule("status", code=504, probability=0.02),
         Rule("slow", seconds=0.3, probability=0.05),
     )
-    answers, attempts = [], 0
-    for raw in events * 2:  # every event twice, each retried as ApiServerSource does (6 attempts)
-        for _ in range(6):
-            response, seconds = post(served.url, raw)
-            attempts += 1
-            answers.append(response.status_code)
-            assert figures.within(
-                "faults: slowest answer s under a fault (bound 3 s)", seconds, "<=", BOUND + SLACK
-            ), (raw["type"], seconds)
-            assert response.status_code in (200, 503), (response.status_code, response.text)
-            if response.status_code not in RETRIED:
-                break
+    answers, attempts, rounds = [], 0, 0
+    # Every event twice, each retried as ApiServerSource does (6 attempts); with a fresh seed
+    # (make fresh) the faults may fall thin, so more rounds follow, up to six, until the chaos
+    # has answered enough 503s to mean something (the fixed seed needs the two rounds only).
+    while rounds < 2 or (answers.count(503) <= 5 and rounds < 6):
+        rounds += 1
+        for raw in events:
+            for _ in range(6):
+                response, seconds = post(served.url, raw)
+                attempts += 1
+                answers.append(response.status_code)
+                assert figures.within(
+                    "faults: slowest answer s under a fault (bound 3 s)", seconds, "<=", BOUND + SLACK
+                ), (raw["type"], seconds)
+                assert response.status_code in (200, 503), (response.status_code, response.text)
+                if response.status_code not in RETRIED:
+                    break
     figures.add("faults: chaos deliveries", attempts)
     figures.add("faults: chaos deliveries answered 503", answers.count(503))
     assert answers.count(503) > 5, "the chaos was not chaotic"
