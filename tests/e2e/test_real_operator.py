@@ -557,7 +557,9 @@ def test_e_crash_loop_warning_follows_restarts(real):
             ),
             60,
         )
-        stack.function.wait_idle()
+        # The workers crash-loop on (each changes every second or so): a quiet half second may
+        # never come (CI saw 15 s without one), a quarter second between events does.
+        stack.function.wait_idle(quiet=0.25, timeout=45)
     finally:
         history.stop()
     warnings = [
