@@ -9,10 +9,9 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from datetime import datetime
 
-from podsweeper import kinds
 from podsweeper.cluster.base import Cluster
 from podsweeper.config import Settings
-from podsweeper.decisions import Action, Decision, Result
+from podsweeper.decisions import Action, Decision, Result, Target
 from podsweeper.errors import ApiUnavailable
 from podsweeper.report import cleanup_event, suspend_event, warning_event
 
@@ -92,9 +91,11 @@ def _delete(cluster: Cluster, decision: Decision, executor: Executor | None) -> 
     A chain's JobSet or batch Job is deleted with its uid as precondition only: its status
     (and so its resourceVersion) changes with every pod, and the uid is what says "the one
     decided on"."""
-    if decision.kind != "Pod":
-        link = kinds.LINK_BY_KIND[decision.kind]
-        return cluster.delete_workload(link, decision.namespace, decision.name, decision.uid)
+    if decision.target is Target.WORKLOAD:
+        assert decision.link is not None, "a workload decision names its link"
+        return cluster.delete_workload(decision.link, decision.namespace, decision.name, decision.uid)
+    if decision.target is not Target.POD:
+        raise ValueError(f"rule {decision.rule} would delete a {decision.kind} itself: no rule may")
     args = (decision.namespace, decision.name, decision.uid, decision.resource_version)
     force = decision.action is Action.FORCE_DELETE
     if executor is None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from podsweeper.kinds import Link
 from podsweeper.model import ContainerView, JobRef
 
 
@@ -35,6 +36,14 @@ class Action(StrEnum):
         return self in (Action.DELETE, Action.FORCE_DELETE)
 
 
+class Target(StrEnum):
+    """What a decision is about: code that acts branches on this, never on a kind's name."""
+
+    POD = "pod"
+    JOB = "job"  # the training job itself (a warning, a suspend)
+    WORKLOAD = "workload"  # a chain's JobSet or batch Job: Decision.link says which
+
+
 class Result(StrEnum):
     """What carrying out a decision did (a skip has none)."""
 
@@ -52,7 +61,7 @@ class Result(StrEnum):
 class Decision:
     rule: Rule
     action: Action
-    kind: str  # "Pod", a chain's "JobSet"/"Job", or the job's kind for job-level decisions
+    target: Target
     namespace: str
     name: str
     uid: str
@@ -67,6 +76,24 @@ class Decision:
     # Since when those GPUs are wasted: the job finished, or the crash loop began (the pod
     # started); None when unknown (an orphan's job vanished at a time nothing records).
     wasted_since: datetime | None = None
+    link: Link | None = None  # the chain link, when target is WORKLOAD
+
+    def __post_init__(self) -> None:
+        if (self.target is Target.WORKLOAD) != (self.link is not None):
+            raise ValueError("a decision about a workload names its link, and only then")
+
+    @property
+    def kind(self) -> str:
+        """The object's kind as people read it: Pod, JobSet, Job, or the job's own kind."""
+        if self.target is Target.POD:
+            return "Pod"
+        if self.link is not None:
+            return self.link.kind
+        return self.job.kind.kind
+
+    @property
+    def is_pod(self) -> bool:
+        return self.target is Target.POD
 
     def gpu_seconds(self, now: datetime) -> float:
         """GPU-seconds held from `wasted_since` to `now` (0 when that start is unknown)."""

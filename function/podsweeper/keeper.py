@@ -104,7 +104,7 @@ class EvidenceKeeper:
         if not self.settings.evidence:
             return acting
         for decision in decisions:
-            if decision.action.deletes and decision.kind == "Pod" and (runs := failures_of_decided(decision)):
+            if decision.action.deletes and decision.is_pod and (runs := failures_of_decided(decision)):
                 _, pods = acting.by_job.setdefault(decision.job.key, (decision.job, {}))
                 pods.setdefault(decision.uid, []).extend(runs)
         for job, pods in acting.by_job.values():
@@ -126,7 +126,7 @@ class EvidenceKeeper:
 
         Every job's store is tried; the first API failure then goes on, unless `best_effort`
         (the act itself failed: that failure goes on instead)."""
-        results = {item.decision.uid: item.result for item in applied if item.decision.kind == "Pod"}
+        results = {item.decision.uid: item.result for item in applied if item.decision.is_pod}
         with self._lock:  # released first: a run kept only as seen terminated is not held back
             self._held.subtract(f.key for f in acting.runs)
             self._held = +self._held  # drop the runs no pass holds any more

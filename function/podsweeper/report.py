@@ -16,24 +16,27 @@ from typing import TextIO
 
 from podsweeper.decisions import Decision, Result, Rule
 from podsweeper.model import ContainerView, EventRecord, JobRef
+from podsweeper.rules import BY_RULE
 
 decision_log = logging.getLogger("podsweeper.decisions")
 
 MAX_EVENT_MESSAGE = 1024
 
-WARNING_REASONS = {
-    Rule.CRASH_LOOP: "CrashLoopWithoutLimit",
-    Rule.NO_BACKOFF_LIMIT: "NoBackoffLimit",
-    Rule.UNBOUNDED_JOBSET_RESTARTS: "UnboundedJobSetRestarts",
-    Rule.FINISHED_TRAINJOB_RESTARTED: "TrainJobRestartedAfterFinish",
-    Rule.FAILED_MPIJOB_RUNNING: "FailedMPIJobStillRunning",
-}
-# The Event podsweeper writes when it suspends a job, by the rule that did.
-SUSPEND_REASONS = {
-    Rule.CRASH_LOOP: "CrashLoopSuspended",
-    Rule.FINISHED_TRAINJOB_RESTARTED: "RestartedTrainJobSuspended",
-    Rule.FAILED_MPIJOB_RUNNING: "FailedMPIJobSuspended",
-}
+
+def warning_reason(rule: Rule) -> str:
+    """The Event reason of a rule's warning: its registry entry's (podsweeper.rules)."""
+    reason = BY_RULE[rule].warning_reason
+    if reason is None:
+        raise ValueError(f"rule {rule} never warns")
+    return reason
+
+
+def suspend_reason(rule: Rule) -> str:
+    """The Event reason when a rule suspends a job: its registry entry's."""
+    reason = BY_RULE[rule].suspend_reason
+    if reason is None:
+        raise ValueError(f"rule {rule} never suspends")
+    return reason
 
 
 def setup_logging(stream: TextIO | None = None) -> None:
@@ -86,7 +89,7 @@ def describe_container(c: ContainerView) -> str:
 def warning_event(decision: Decision, now: datetime) -> EventRecord:
     """One Warning per (job, pod, rule): repeats bump the count of the same Event, a crash
     loop's only when the pod's restart count has grown since."""
-    about = decision.name if decision.kind == "Pod" else ""
+    about = decision.name if decision.is_pod else ""
     progress = None
     if decision.rule is Rule.CRASH_LOOP:
         progress = max((c.restart_count for c in decision.evidence), default=None)
@@ -94,7 +97,7 @@ def warning_event(decision: Decision, now: datetime) -> EventRecord:
         name=_event_name(decision.job, decision.rule.value, about),
         involved=decision.job,
         type="Warning",
-        reason=WARNING_REASONS[decision.rule],
+        reason=warning_reason(decision.rule),
         message=_truncate(f"{decision.kind} {decision.name}: {decision.reason}"),
         time=now,
         progress=progress,
@@ -108,7 +111,7 @@ def suspend_event(decision: Decision, now: datetime) -> EventRecord:
         name=_event_name(decision.job, "suspend"),
         involved=decision.job,
         type="Warning",
-        reason=SUSPEND_REASONS[decision.rule],
+        reason=suspend_reason(decision.rule),
         message=_truncate(
             f"podsweeper suspended the job ({switch}: true): {decision.kind} {decision.name}: "
             f"{decision.reason}. Fix the cause, then set suspend: false to start it again."
@@ -124,12 +127,12 @@ def cleanup_event(job: JobRef, deleted: Iterable[Decision], now: datetime) -> Ev
     parts = []
     for d in deleted:
         facts = "; ".join([*([d.detail] if d.detail else []), *(describe_container(c) for c in d.evidence)])
-        shown = d.name if d.kind == "Pod" else f"{d.kind} {d.name}"
+        shown = d.name if d.is_pod else f"{d.kind} {d.name}"
         parts.append(f"{shown} [{d.rule.value}]" + (f" ({facts})" if facts else ""))
     gpus = sum(d.gpus for d in deleted)
     held = sum(d.gpu_seconds(now) for d in deleted)
     reclaimed = f" ({gpus} GPU(s) freed, {held:.0f} GPU-seconds held since no longer needed)" if gpus else ""
-    pods = sum(1 for d in deleted if d.kind == "Pod")
+    pods = sum(1 for d in deleted if d.is_pod)
     what = [f"{pods} pod(s)"] if pods else []
     if len(deleted) > pods:
         what.append(f"{len(deleted) - pods} object(s) with their pods")

@@ -195,7 +195,7 @@ def assert_sweep_decided(outcome, expected: dict[tuple[str, str, str], tuple], n
         if d.action.value != "skip"
     }
     missing = sorted(set(expected) - made)
-    if "sweep stopped at PODSWEEPER_MAX_DELETES_PER_EVENT" in (outcome.note or ""):
+    if outcome.sweep is not None and outcome.sweep.value == "delete-cap":
         deleted = sum(
             1
             for item in outcome.applied

@@ -19,6 +19,7 @@ from podsweeper.errors import ApiUnavailable
 from podsweeper.intake import parse_event
 from podsweeper.objects import parse_job, parse_pod
 from podsweeper.pipeline import Pipeline
+from podsweeper.sweep import SweepEnd
 from tests.fixtures.builders import at, event, job, ping, pod, split
 
 SUCCEEDED = [("Created", at(0)), ("Running", at(2)), ("Succeeded", at(30))]
@@ -186,6 +187,7 @@ def test_a_stopped_sweep_resumes_after_the_last_job_it_passed():
         outcome = handle(pipeline, ping(at(600 + tick)))
         order += [a.decision.name for a in outcome.applied]
         if tick < 2:
+            assert outcome.sweep is SweepEnd.DELETE_CAP
             assert "the next sweep continues after" in outcome.note
     assert order == names and not cluster.pods
 

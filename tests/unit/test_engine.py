@@ -9,7 +9,7 @@ import pytest
 
 from podsweeper.config import Settings
 from podsweeper.decisions import Action, Rule
-from podsweeper.engine import decide_new_job, decide_pods, failed_mpijob_running, stuck_terminating
+from podsweeper.engine import decide_job, decide_pods, decide_stuck
 from podsweeper.intake import Ignored
 from podsweeper.model import Node, NodeReady
 from podsweeper.objects import parse_job, parse_pod
@@ -17,6 +17,20 @@ from podsweeper.triage import in_scope
 from tests.fixtures.builders import at, job, pod
 from tests.fixtures.builders import container_status as cs
 from tests.fixtures.mpi import mpijob
+
+
+def decide_new_job(j, settings):
+    """The new-job warnings decided on a job's first pass."""
+    return [d for d in decide_job(j, at(0), settings, new=True) if d.rule is Rule.NO_BACKOFF_LIMIT]
+
+
+def failed_mpijob_running(j, now, settings):
+    return next((d for d in decide_job(j, now, settings) if d.rule is Rule.FAILED_MPIJOB_RUNNING), None)
+
+
+def stuck_terminating(p, node, j, now, settings):
+    return next(iter(decide_stuck(p, node, j, now, settings)), None)
+
 
 NOW = at(600)
 RUNNING = [("Created", at(0)), ("Running", at(2))]

@@ -12,8 +12,9 @@ import pytest
 from podsweeper.cluster.simulated import SimulatedCluster
 from podsweeper.config import Settings
 from podsweeper.decisions import Action, Result, Rule
+from podsweeper.engine import decide_chain as decide_lineage
 from podsweeper.intake import parse_event
-from podsweeper.lineage import Lineage, decide_lineage
+from podsweeper.lineage import Lineage
 from podsweeper.model import Verb
 from podsweeper.objects import parse_job, parse_pod, parse_workload
 from podsweeper.pipeline import Pipeline
@@ -60,7 +61,7 @@ def test_a_cleanly_completed_trainjob_gets_nothing():
     assert outcome.applied == [] and len(cluster.pods) == 2 and len(cluster.workloads) == 2
 
 
-def test_a_failed_trainjob_restarted_by_trainer_is_suspended():
+def test_finished_trainjob_restarted_a_failed_trainjob_restarted_by_trainer_is_suspended():
     """Trainer v2.3.0: a Failed TrainJob whose JobSet goes (TTL, any delete) gets a new JobSet and
     loses its Failed condition (kubeflow/trainer#3779/#3737). podsweeper's record of the finish
     is what still says it had finished; only the TrainJob's spec.suspend stops it (measured)."""

@@ -111,7 +111,7 @@ def test_647_failed_without_completion_time_is_not_finished_for_the_pod_rules():
     assert job.finished is None and job.failed_unsettled_at == at(30) and job.failed_reason == "MPIJobEvicted"
 
 
-def test_647_evicted_mpijob_is_suspended_not_its_pods_deleted():
+def test_failed_mpijob_running_647_evicted_mpijob_is_suspended_not_its_pods_deleted():
     """The operator re-creates any worker or launcher Job deleted (measured): no pod is deleted;
     after the operator's grace the MPIJob is suspended, which the operator honours for good."""
     mj, cluster = evicted_world()
@@ -205,7 +205,7 @@ def test_stuck_terminating_never_force_deletes_a_launcher_pod():
     (the workers, which the MPIJob controls, are covered as for any v1 job)."""
     from datetime import timedelta
 
-    from podsweeper.engine import stuck_terminating
+    from podsweeper.engine import decide_stuck
     from podsweeper.model import Node
 
     mj = mpijob(policy="All", conditions=SUCCEEDED, completed=at(30))
@@ -214,5 +214,7 @@ def test_stuck_terminating_never_force_deletes_a_launcher_pod():
     for raw in (launcher_pod(launcher_job(mj, conditions=("Complete",)), "pi"), worker(mj, 0)):
         raw["metadata"]["deletionTimestamp"] = stamp(at(100))
         pod = parse_pod(raw)
-        decision = stuck_terminating(pod, lost, parse_job(mj), at(100) + timedelta(seconds=120), settings)
+        decision = next(
+            iter(decide_stuck(pod, lost, parse_job(mj), at(100) + timedelta(seconds=120), settings)), None
+        )
         assert (decision is not None) == (pod.via is None), pod.name

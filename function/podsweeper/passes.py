@@ -1,0 +1,154 @@
+"""One job's pass: re-read it (and what a rule may need), decide on that fresh state.
+
+The shape of the job says which pass: a v1 job owns its pods (JobPassRunner.v1), a chained
+job reaches them through a JobSet and batch Jobs (JobPassRunner.chain, which also keeps the
+record of the job's finish that Trainer may erase). Both decide through podsweeper.engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from podsweeper import engine
+from podsweeper.cluster.base import Cluster, JobUnknown
+from podsweeper.config import Settings
+from podsweeper.decisions import Action, Decision, Target
+from podsweeper.evidence import Source, failures_of
+from podsweeper.keeper import EvidenceKeeper
+from podsweeper.lineage import Lineage
+from podsweeper.model import FinishMark, Job, Workload
+from podsweeper.rules.operator_cleanup import left_to_operator
+from podsweeper.triage import JobPass, PassReason
+
+
+@dataclass(frozen=True)
+class PassResult:
+    decisions: list[Decision]
+    note: str | None
+    bound: int  # how many of the decisions' deletes this pass may make
+
+
+# A TrainJob's first JobSet is made within a second of it (measured ~0.1 s); one made later
+# was made again (after a delete or a TTL): its pass checks whether the job had finished.
+FIRST_JOBSET_WITHIN_SECONDS = 2.0
+
+
+def made_again(job: Job, jobset: Workload) -> bool:
+    """Whether this JobSet was made after the TrainJob's first (the sweep nominates it)."""
+    if job.suspended or jobset.suspended or job.created is None or jobset.created is None:
+        return False
+    return (jobset.created - job.created).total_seconds() >= FIRST_JOBSET_WITHIN_SECONDS
+
+
+def finish_seen(job: Job, jobset: Workload | None, erased: bool, now: datetime) -> FinishMark | None:
+    """The finish of a chained job to remember: the one the fresh read shows, with the JobSet it
+    finished with (its own, unless that one was made after the finish); or, `erased`, the one
+    the event showed and Trainer has removed since.
+
+    Trainer v2.3.0 derives Failed from the JobSet and drops it once the JobSet is gone, making a
+    new one: under JobSet ttlSecondsAfterFinished 0 a TrainJob is Failed for ~50 ms, and the pass
+    of that event can read it after (measured). Failed is the only finish it erases."""
+    if job.finished is not None:
+        if jobset is None:
+            return None
+        owned = jobset.controller is not None and jobset.controller.uid == job.uid
+        made_after = (
+            job.finished_at is not None and jobset.created is not None and jobset.created > job.finished_at
+        )
+        return FinishMark(job.finished, job.finished_at, jobset.uid if owned and not made_after else "")
+    if not erased:
+        return None
+    failed = job.kind.finished_conditions[-1]
+    if jobset is None:  # between the old JobSet's delete and the new one: what comes next is new
+        return FinishMark(failed, now.replace(microsecond=0), "")
+    if jobset.terminating or jobset.finished:  # the JobSet it failed with, on its way out
+        return FinishMark(failed, None, jobset.uid)
+    return FinishMark(failed, jobset.created, "")  # the JobSet made again already
+
+
+@dataclass(frozen=True)
+class JobPassRunner:
+    settings: Settings
+    keeper: EvidenceKeeper
+
+    def run(self, work: JobPass, cluster: Cluster, now: datetime) -> PassResult:
+        """Re-read the job (and, when a rule may apply, its pods) and decide on that."""
+        try:
+            if work.ref.kind.chain is not None:
+                return self.chain(work, cluster, now)
+            return self.v1(work, cluster, now)
+        except JobUnknown as unknown:  # only a replay cannot tell: it never saw the job
+            return PassResult([], f"job unknown, not gone: {unknown}", 0)
+
+    def v1(self, work: JobPass, cluster: Cluster, now: datetime) -> PassResult:
+        job = cluster.get_job(work.ref)
+        replaced = job is not None and work.ref.uid is not None and job.uid != work.ref.uid
+        owner = None if replaced else job  # a same-named new job does not own the old pods
+        decisions: list[Decision] = []
+        if job is not None:
+            # A same-named new job (replaced) gets only its new-job warnings from this pass.
+            decisions += engine.decide_job(job, now, self.settings, new=work.check_backoff, replaced=replaced)
+        note = None
+        if job is None or job.finished or replaced or work.reason.lists_pods:
+            pods = cluster.list_job_pods(work.ref, all_label_sets=work.all_label_sets)
+            # A launcher pod (MPIJob v2beta1) is the job's only if its batch Job, read now, is.
+            launcher, ns = work.ref.kind.launcher, work.ref.namespace
+            vias = engine.launcher_links(pods) if launcher is not None else []
+            links = [cluster.get_workload(launcher.link, ns, via.name) for via in vias if launcher]
+            launchers = engine.proven_launchers(owner, [link for link in links if link is not None])
+            decisions += engine.decide_pods(work.ref, job, pods, now, self.settings, launchers)
+            note = left_to_operator(owner, pods, now, self.settings)
+        bound = engine.delete_bound(owner, self.settings)
+        if not decisions:
+            note = note or "the fresh state names no pod for any rule"
+        return PassResult(decisions, note, bound)
+
+    def chain(self, work: JobPass, cluster: Cluster, now: datetime) -> PassResult:
+        """A chained job (TrainJob): read the job, its JobSet, the Jobs and pods labelled with
+        its name, decide on the whole chain."""
+        ref, chain = work.ref, work.ref.kind.chain
+        assert chain is not None
+        job = cluster.get_job(ref)
+        jobset = cluster.get_workload(chain.links[0], ref.namespace, ref.name)
+        selector = f"{chain.name_label}={ref.name}"
+        batch_jobs = tuple(cluster.list_workloads(chain.links[-1], ref.namespace, selector))
+        pods = tuple(cluster.list_job_pods(ref))
+        mark = None
+        # The event showed the job finished; read now, the same job no longer is: Trainer erased it.
+        erased = (
+            work.reason is PassReason.FINISHED
+            and job is not None
+            and job.finished is None
+            and job.uid == work.ref.uid
+        )
+        if job is not None and not job.suspended and (jobset is not None or erased):
+            mark = cluster.read_finish_mark(job.ref)
+            seen = finish_seen(job, jobset, erased and mark is None, now)
+            if seen is not None and (mark is None or (mark.condition, mark.at) != (seen.condition, seen.at)):
+                mark = seen  # remembered: Trainer may erase the finish (a Failed TrainJob restarted)
+                cluster.write_finish_mark(job.ref, mark)
+        lineage = Lineage(ref, job, jobset, batch_jobs, pods, mark)
+        decisions = engine.decide_chain(lineage, now, self.settings, new=work.check_backoff)
+        self._keep_chain_evidence(decisions, lineage, cluster)
+        note = None if decisions else "the fresh state of the chain names nothing for any rule"
+        return PassResult(decisions, note, self.settings.max_deletes_per_event)
+
+    def _keep_chain_evidence(self, decisions: list[Decision], lineage: Lineage, cluster: Cluster) -> None:
+        """Failed runs of the pods a JobSet/Job delete is about to take with it, logs included.
+
+        Kept as seen terminated, before the act: the pods go by the garbage collector's hand
+        (or not at all, in dry-run), so no record of them says podsweeper deleted them."""
+        doomed = {d.uid for d in decisions if d.action is Action.DELETE and d.target is Target.WORKLOAD}
+        if not doomed or lineage.job is None:
+            return
+        uid_label = lineage.chain.uid_label
+        gpus = self.settings.gpu_resource_names
+        failures = [
+            failure
+            for pod in lineage.pods
+            if pod.labels.get(uid_label) in doomed or (pod.via is not None and pod.via.uid in doomed)
+            for failure in failures_of(pod, pod.gpus(gpus), Source.TERMINATED)
+        ]
+        if failures:
+            self.keeper.keep(cluster, lineage.job.ref, failures, read_logs=True)

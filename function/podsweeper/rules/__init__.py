@@ -1,0 +1,59 @@
+"""The registry of rules: one entry per rule, in the order passes decide them.
+
+Adding a rule is one module here (its checks and its RuleSpec) plus one line in RULES; the
+passes (podsweeper.engine), the Events (podsweeper.report), the docs tables and the registry
+test all read this table. A pod's first rule (in this order) that names it decides for it.
+"""
+
+from __future__ import annotations
+
+from podsweeper.decisions import Rule
+from podsweeper.rules import (
+    clean_pod_policy_all,
+    crash_loop,
+    failed_mpijob_running,
+    finished_job_active_pod,
+    finished_trainjob_restarted,
+    no_backoff_limit,
+    orphan,
+    stuck_terminating,
+    unbounded_jobset_restarts,
+)
+from podsweeper.rules.base import Context, Finding, Looks, RuleSpec
+
+RULES: tuple[RuleSpec, ...] = (
+    orphan.SPEC,
+    finished_job_active_pod.SPEC,
+    clean_pod_policy_all.SPEC,
+    crash_loop.SPEC,
+    no_backoff_limit.SPEC,
+    failed_mpijob_running.SPEC,
+    stuck_terminating.SPEC,
+    finished_trainjob_restarted.SPEC,
+    unbounded_jobset_restarts.SPEC,
+)
+
+BY_RULE: dict[Rule, RuleSpec] = {spec.rule: spec for spec in RULES}
+
+
+def looking_at(looks: Looks) -> tuple[RuleSpec, ...]:
+    """The rules a pass of this shape calls, in order."""
+    return tuple(spec for spec in RULES if looks in spec.looks_at)
+
+
+POD_RULES = looking_at(Looks.POD)
+JOB_RULES = looking_at(Looks.JOB)
+CHAIN_RULES = looking_at(Looks.CHAIN)
+STUCK_RULES = looking_at(Looks.STUCK)
+
+__all__ = [
+    "BY_RULE",
+    "CHAIN_RULES",
+    "JOB_RULES",
+    "POD_RULES",
+    "RULES",
+    "STUCK_RULES",
+    "Context",
+    "Finding",
+    "Looks",
+]

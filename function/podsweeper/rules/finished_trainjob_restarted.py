@@ -1,0 +1,67 @@
+"""Rule finished-trainjob-restarted: a TrainJob that had finished runs a JobSet made after.
+
+Trainer v2.3.0 makes a new JobSet for a Failed TrainJob whose JobSet went (its TTL, or any
+delete) and removes the Failed condition, forever (kubeflow/trainer#3779, #3737; before v2.2.0
+a Complete one too, #2981). Deleting that JobSet only gets it made again within ~20 ms,
+suspending the JobSet is undone by Trainer within ~0.1 s: only the TrainJob's own spec.suspend
+stops it (measured). What says it had finished is its condition if still there, else
+podsweeper's own record of the finish (FinishMark). A JobSet suspended and resumed since is one
+a person chose to run again (spec.suspend false on the TrainJob).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from podsweeper.decisions import Action, Rule
+from podsweeper.lineage import Lineage
+from podsweeper.model import Workload
+from podsweeper.rules.base import Context, Finding, RuleSpec
+
+
+def _after(top: Workload, since: datetime | None, strictly: bool = False) -> bool:
+    if since is None or top.created is None:
+        return False
+    return top.created > since if strictly else top.created >= since
+
+
+def check(lineage: Lineage, ctx: Context) -> list[Finding]:
+    job, top = lineage.job, lineage.live_top
+    if job is None or top is None or job.suspended or top.suspended:
+        return []
+    if top.resumed:
+        return []  # suspended, then resumed by a person (spec.suspend false): let it run
+    mark = lineage.finish_mark
+    if mark is not None:
+        restarted = top.uid != mark.top_uid if mark.top_uid else _after(top, mark.at)
+        finished, since = mark.condition, mark.at
+    elif job.finished is not None:
+        restarted, finished, since = (
+            _after(top, job.finished_at, strictly=True),
+            job.finished,
+            job.finished_at,
+        )
+    else:
+        return []
+    if not restarted:
+        return []
+    when = f" at {since.isoformat()}" if since else ""
+    reason = (
+        f"TrainJob finished ({finished}{when}) and then got a new JobSet {top.name} (uid {top.uid}): "
+        "training started again for a finished job"
+    )
+    return [Finding(job, Action.SUSPEND, reason, tuple(lineage.active_pods(top)), wasted_since=top.created)]
+
+
+SPEC = RuleSpec(
+    Rule.FINISHED_TRAINJOB_RESTARTED,
+    "a TrainJob that had finished runs a JobSet made after the finish (Trainer v2.3.0 restarts a Failed "
+    "TrainJob whose JobSet went)",
+    "suspend the TrainJob (`spec.suspend`); a warning for Kueue-queued jobs",
+    frozenset({Action.SUSPEND}),
+    wasted="since the new JobSet was made",
+    warning_reason="TrainJobRestartedAfterFinish",
+    suspend_reason="RestartedTrainJobSuspended",
+    for_kinds="Trainer v2",
+    on_chain=check,
+)

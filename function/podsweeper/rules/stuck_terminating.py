@@ -1,0 +1,62 @@
+"""Rule stuck-terminating (opt-in): a training pod terminating long past its grace period on
+a node that is NotReady, Unknown or gone, where no kubelet will ever confirm the delete.
+
+Never on a Ready node (its kubelet is there to finish the delete). `node` None: the node
+object no longer exists. The sweep has read the pod, its node and its job fresh.
+"""
+
+from __future__ import annotations
+
+from podsweeper.decisions import Action, Rule
+from podsweeper.model import Job, Node, NodeReady, Pod
+from podsweeper.rules.base import Context, Finding, RuleSpec
+
+
+def check(pod: Pod, node: Node | None, job: Job | None, ctx: Context) -> Finding | None:
+    limit = ctx.settings.stuck_terminating_seconds
+    if limit is None or pod.job is None or pod.foreign_controller or not pod.terminating:
+        return None
+    if pod.via is not None and pod.job.kind.chain is None:
+        return None  # a launcher pod (MPIJob v2beta1): its batch Job is not proven the job's here
+    if pod.deletion_due is None or pod.node is None:
+        return None  # never scheduled: the API server itself removes such a pod
+    overdue = (ctx.now - pod.deletion_due).total_seconds()
+    if overdue < limit:
+        return None
+    if node is not None and node.ready is NodeReady.TRUE:
+        return None
+    if node is None:
+        state = detail = "no longer exists"
+    else:
+        not_ready = node.ready is NodeReady.FALSE
+        detail = "NotReady" if not_ready else "Unknown"
+        state = f"is {detail}" + ("" if not_ready else " (its kubelet stopped reporting)")
+        if node.since is not None:
+            since = (ctx.now - node.since).total_seconds()
+            state += f" since {since:.0f}s"
+            detail += f" for {since:.0f}s"
+    reason = (
+        f"terminating {overdue:.0f}s past its grace period (PODSWEEPER_STUCK_TERMINATING_SECONDS {limit}) "
+        f"on node {pod.node}, which {state}: force delete (grace period 0)"
+    )
+    return Finding(
+        pod,
+        Action.FORCE_DELETE,
+        reason,
+        detail=f"force-deleted {overdue:.0f}s past its grace period; node {pod.node} {detail}",
+        wasted_since=pod.deletion_due,  # the scheduler counts its GPUs until the pod object goes
+    )
+
+
+SPEC = RuleSpec(
+    Rule.STUCK_TERMINATING,
+    "a training pod terminating `PODSWEEPER_STUCK_TERMINATING_SECONDS` past its grace on a node that is "
+    "NotReady, Unknown or gone (never a Ready one)",
+    "force delete (grace 0), by the sweep; `get` on nodes from `knative/overlays/stuck-terminating`",
+    frozenset({Action.FORCE_DELETE}),
+    wasted="since its grace period ended",
+    settings=("PODSWEEPER_STUCK_TERMINATING_SECONDS",),
+    opt_in=True,
+    for_kinds="v1 and v2",
+    on_stuck=check,
+)

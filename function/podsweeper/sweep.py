@@ -1,0 +1,279 @@
+"""The backstop sweep: find the jobs whose listed state needs action, run a pass on each.
+
+One Sweeper per Pipeline owns where the last sweep stopped (the next one continues after it,
+so no namespace starves), under a lock: a threaded server may run two sweeps at once. Each
+sweep's leftover-GPU counts live in one SweepRun and are published when it ends.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from podsweeper import engine, kinds, metrics
+from podsweeper.actions import Applied
+from podsweeper.cluster.base import Cluster, JobUnknown
+from podsweeper.config import Settings
+from podsweeper.decisions import Action, Decision, Result
+from podsweeper.errors import ApiUnavailable
+from podsweeper.model import Job, JobRef, Node, Pod, Workload
+from podsweeper.ownership import has_current_labels, workload_job
+from podsweeper.passes import JobPassRunner, made_again
+from podsweeper.triage import JobPass, PassReason, in_scope
+
+JobKey = tuple[str, str, str]
+# Results after which a pod's GPUs are free (a suspended job's operator removes its pods).
+RECLAIMED = frozenset({Result.DELETED, Result.SUSPENDED})
+# Decisions whose objects hold GPUs for nothing (the leftover gauge).
+WASTING = frozenset({Action.DELETE, Action.FORCE_DELETE, Action.WARN, Action.SUSPEND})
+
+# Carries out one pass's decisions within a delete budget; returns the deletes made.
+Act = Callable[[list[Decision], int], int]
+
+
+class SweepEnd(StrEnum):
+    """How a sweep ended: code and tests branch on this, not on the note's words."""
+
+    DONE = "done"  # every candidate's pass ran
+    TIME_BOUND = "time-bound"  # out of time: the next sweep continues after the last job passed
+    DELETE_CAP = "delete-cap"  # PODSWEEPER_MAX_DELETES_PER_EVENT reached: likewise
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    end: SweepEnd
+    note: str
+
+
+@dataclass
+class SweepRun:
+    """One sweep's candidates and its leftover GPUs, by (namespace, rule)."""
+
+    candidates: dict[JobKey, JobPass] = field(default_factory=dict)
+    stuck: dict[tuple[str, str], Pod] = field(default_factory=dict)  # by (namespace, name)
+    leftover: defaultdict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
+
+    def count(self, decisions: list[Decision]) -> None:
+        for decision in decisions:
+            if decision.action in WASTING:
+                self.leftover[(decision.namespace, decision.rule.value)] += decision.gpus
+
+    def publish(self, applied: Iterable[Applied]) -> None:
+        """The leftover gauge: what the sweep saw wasted, less what it reclaimed."""
+        for item in applied:
+            if item.result in RECLAIMED and item.decision.action in WASTING:
+                slot = (item.decision.namespace, item.decision.rule.value)
+                self.leftover[slot] = max(0, self.leftover[slot] - item.decision.gpus)
+        metrics.publish_leftover({slot: gpus for slot, gpus in self.leftover.items() if gpus})
+
+    def nominate(self, ref: JobRef, all_label_sets: bool = False) -> None:
+        known = self.candidates.get(ref.key)
+        if known is None or (all_label_sets and not known.all_label_sets):
+            self.candidates[ref.key] = JobPass(ref, PassReason.SWEEP, all_label_sets=all_label_sets)
+
+
+def looks_stuck(pod: Pod, now: datetime, settings: Settings) -> bool:
+    limit = settings.stuck_terminating_seconds
+    due = pod.deletion_due
+    return limit is not None and due is not None and (now - due).total_seconds() >= limit
+
+
+@dataclass
+class Sweeper:
+    settings: Settings
+    passes: JobPassRunner
+    _resume_after: JobKey | None = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def sweep(
+        self, cluster: Cluster, now: datetime, deadline: float | None, act: Act, run: SweepRun
+    ) -> SweepReport:
+        """Each scope's pods are streamed page by page, each page decided and dropped, against an
+        index of the jobs of each kind met (listed when its first pod shows up): memory holds the
+        jobs and the candidates, never all pods. A job created after its index was read makes its
+        pods look orphaned here, but every candidate is re-read by its pass before anything is
+        decided. The sweep stops at its time bound or its delete cap and the next one continues
+        after the last job it passed. The caller publishes `run`'s leftover, even on a failure."""
+        scopes: list[str | None] = [*sorted(self.settings.namespace_set)] or [None]
+        for namespace in scopes:
+            self._nominate_v1(namespace, cluster, now, run)
+            for chained in kinds.TRAINING_KINDS:
+                if chained.chain is not None:
+                    self._nominate_chain(chained, namespace, cluster, run)
+
+        def act_counting_chains(decisions: list[Decision], bound: int) -> int:
+            # A chain's pods are not decided one by one: its passes' decisions (a restarted
+            # TrainJob, an orphaned JobSet/Job) carry the GPUs their active pods hold.
+            run.count([d for d in decisions if d.job.kind.chain is not None])
+            return act(decisions, bound)
+
+        report = self._run_passes(run.candidates, cluster, now, deadline, act_counting_chains)
+        if run.stuck:
+            stuck_note = self._sweep_stuck(run.stuck, cluster, now, deadline, act)
+            report = SweepReport(report.end, f"{report.note}; {stuck_note}")
+        return report
+
+    def _nominate_v1(self, namespace: str | None, cluster: Cluster, now: datetime, run: SweepRun) -> None:
+        """v1 candidates from the scope's pods as listed; stuck ones for rule stuck-terminating."""
+        stuck_rule = self.settings.stuck_terminating_seconds is not None
+        # Each kind's jobs are listed once, when its first pod shows up: no LIST for a kind the
+        # scope runs none of.
+        indexes: dict[str, dict[JobKey, Job]] = {}
+        for pod in cluster.list_training_pods(namespace, chained=stuck_rule):
+            if pod.job is None or in_scope(pod.namespace, self.settings) is not None:
+                continue
+            if pod.terminating:
+                if stuck_rule and looks_stuck(pod, now, self.settings):
+                    run.stuck[(pod.namespace, pod.name)] = pod
+                continue
+            if pod.job.kind.chain is not None:
+                continue  # a chain's pods are decided at its JobSet (_nominate_chain)
+            kind = pod.job.kind
+            if kind.kind not in indexes:
+                indexes[kind.kind] = {job.ref.key: job for job in cluster.list_jobs(namespace, kind)}
+            jobs = indexes[kind.kind]
+            key = pod.job.key
+            # The version the pod's owner or the listed job names (an MPIJob may be v2beta1).
+            version = pod.job.api_version or (jobs[key].api_version if key in jobs else None)
+            ref = JobRef(pod.job.kind, pod.namespace, pod.job.name, None, version)
+            # A launcher pod of a listed job is proven by the pass (launchers=None), not here;
+            # one whose job is not listed is nobody's to nominate (its Job may be anyone's).
+            launchers: frozenset[str] | None = None if key in jobs else frozenset()
+            listed = engine.decide_pods(ref, jobs.get(key), [pod], now, self.settings, launchers)
+            run.count(listed)
+            unsettled = key in jobs and jobs[key].failed_unsettled_at is not None  # its pass decides
+            if not unsettled and not any(d.action is not Action.SKIP for d in listed):
+                continue
+            # Pods labelled only the pre-v1.6 way: the pass must list both label sets.
+            run.nominate(ref, all_label_sets=not has_current_labels(pod.labels))
+
+    def _nominate_chain(
+        self, kind: kinds.TrainingKind, namespace: str | None, cluster: Cluster, run: SweepRun
+    ) -> None:
+        """A chained kind's candidates, from its JobSets and Jobs as listed: a JobSet whose
+        TrainJob is gone or finished, a Job whose JobSet is gone, an ownerless one. The pass
+        re-reads each before anything is decided."""
+        chain = kind.chain
+        assert chain is not None
+        jobs = {(job.namespace, job.name): job for job in cluster.list_jobs(namespace, kind)}
+        jobsets: dict[tuple[str, str], Workload] = {}
+        for jobset in cluster.list_workloads(chain.links[0], namespace, ""):
+            if not jobset.terminating:  # a terminating JobSet controls nothing the pass would spare
+                jobsets[(jobset.namespace, jobset.name)] = jobset
+            job = jobs.get((jobset.namespace, jobset.name))
+            owned = job is not None and jobset.controller is not None and jobset.controller.uid == job.uid
+            if owned and job is not None and not made_again(job, jobset):
+                continue  # its first JobSet: nothing a rule names
+            self._nominate_workload(jobset, run)
+        for batch_job in cluster.list_workloads(chain.links[-1], namespace, chain.name_label):
+            parent = jobsets.get((batch_job.namespace, batch_job.labels.get(chain.name_label, "")))
+            if (
+                parent is not None
+                and batch_job.controller is not None
+                and batch_job.controller.uid == parent.uid
+            ):
+                continue
+            self._nominate_workload(batch_job, run)
+
+    def _nominate_workload(self, workload: Workload, run: SweepRun) -> None:
+        ref = workload_job(workload)
+        if ref is None or in_scope(ref.namespace, self.settings) is not None:
+            return
+        run.candidates.setdefault(ref.key, JobPass(ref, PassReason.SWEEP))
+
+    def _sweep_stuck(
+        self,
+        stuck: dict[tuple[str, str], Pod],
+        cluster: Cluster,
+        now: datetime,
+        deadline: float | None,
+        act: Act,
+    ) -> str:
+        """Rule stuck-terminating: re-read each pod, its node and its job, then decide.
+
+        Each node is read once per sweep (a lost node holds many pods). The decisions are
+        carried out together, so one Event per job names all its pods, within the same delete
+        cap as a pass (PODSWEEPER_MAX_DELETES_PER_EVENT; the rest are deferred: 429)."""
+        decided: list[Decision] = []
+        nodes: dict[str, Node | None] = {}
+        stopped = ""
+        for index, (namespace, name) in enumerate(sorted(stuck)):
+            if deadline is not None and time.monotonic() > deadline - 1.0:
+                stopped = f" (stopped at its time bound after {index} of {len(stuck)})"
+                break
+            pod = cluster.get_pod(namespace, name)
+            if pod is None or pod.job is None or pod.node is None or not looks_stuck(pod, now, self.settings):
+                continue
+            if pod.job.kind.chain is not None and not self._chain_proven(pod, cluster):
+                continue
+            try:
+                job = cluster.get_job(pod.job)
+            except JobUnknown:
+                job = None
+            if pod.node not in nodes:
+                nodes[pod.node] = cluster.get_node(pod.node)
+            decided += engine.decide_stuck(pod, nodes[pod.node], job, now, self.settings)
+        forced = act(decided, self.settings.max_deletes_per_event) if decided else 0
+        return f"{forced} of {len(stuck)} pod(s) stuck terminating force-deleted{stopped}"
+
+    @staticmethod
+    def _chain_proven(pod: Pod, cluster: Cluster) -> bool:
+        """A chain's pod counts as a training pod only when its JobSet, read now, is the one
+        its labels name and a TrainJob controls it (a plain JobSet's pods look alike)."""
+        assert pod.job is not None and pod.job.kind.chain is not None
+        chain = pod.job.kind.chain
+        jobset = cluster.get_workload(chain.links[0], pod.namespace, pod.job.name)
+        return (
+            jobset is not None
+            and jobset.uid == pod.labels.get(chain.uid_label)
+            and jobset.controller is not None
+            and jobset.controller.kind == pod.job.kind.kind
+        )
+
+    def _run_passes(
+        self,
+        candidates: dict[JobKey, JobPass],
+        cluster: Cluster,
+        now: datetime,
+        deadline: float | None,
+        act: Act,
+    ) -> SweepReport:
+        """Run the candidates' passes in job order, starting after where the last sweep stopped."""
+        with self._lock:
+            resume_after = self._resume_after
+        order = sorted(candidates)
+        if resume_after is not None:
+            order = [k for k in order if k > resume_after] + [k for k in order if k <= resume_after]
+        left = self.settings.max_deletes_per_event
+        passed: JobKey | None = resume_after
+        for index, key in enumerate(order):
+            if deadline is not None and time.monotonic() > deadline - 1.0:
+                return self._stopped(SweepEnd.TIME_BOUND, passed, f"after {index} of {len(order)} jobs")
+            if left <= 0:
+                return self._stopped(SweepEnd.DELETE_CAP, passed, f"after {index} of {len(order)} jobs")
+            try:
+                result = self.passes.run(candidates[key], cluster, now)
+                left -= act(result.decisions, min(result.bound, left))
+            except ApiUnavailable:
+                if deadline is None or time.monotonic() < deadline - 0.1:
+                    raise  # the API failed: 503, the source retries
+                # Out of time within a pass: what it did is reported; this job comes first next time.
+                return self._stopped(
+                    SweepEnd.TIME_BOUND, passed, f"in the pass of job {index + 1} of {len(order)}"
+                )
+            passed = key
+            with self._lock:
+                self._resume_after = key
+        with self._lock:
+            self._resume_after = None
+        return SweepReport(SweepEnd.DONE, f"swept {len(order)} job(s) needing action")
+
+    def _stopped(self, end: SweepEnd, passed: JobKey | None, where: str) -> SweepReport:
+        at = "at its time bound" if end is SweepEnd.TIME_BOUND else "at PODSWEEPER_MAX_DELETES_PER_EVENT"
+        after = "/".join(passed) if passed else "the start"
+        return SweepReport(end, f"sweep stopped {at} {where}; the next sweep continues after {after}")
