@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from podsweeper.config import Settings
-from podsweeper.html import page
+from podsweeper.page import page
 from podsweeper.replay import replay
 from tests.browser.chromium import ARGS, ensure_chromium
 from tests.fixtures import scenarios

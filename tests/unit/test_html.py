@@ -8,7 +8,8 @@ from pathlib import Path
 
 from podsweeper.cli import main
 from podsweeper.config import Settings
-from podsweeper.html import build, page
+from podsweeper.page import page
+from podsweeper.page.build import build
 from podsweeper.replay import replay
 from tests.fixtures import scenarios
 from tests.fixtures.builders import at, container_status, event, job, pod, set_conditions
