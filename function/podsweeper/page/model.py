@@ -59,10 +59,14 @@ class EvidenceView:
 
 @dataclass
 class Row:
+    """One object's lane: the job, a JobSet or batch Job of its chain, or a pod."""
+
     label: str
     title: str
     spans: list[Span] = field(default_factory=list)
     marks: list[Mark] = field(default_factory=list)
+    kind: str = "Pod"  # "Pod", a chain's "JobSet"/"Job", or the job's own kind
+    depth: int = 0  # 0 the job; below it, one more than the row of the controller it came from
 
 
 @dataclass
@@ -71,10 +75,17 @@ class JobView:
     subtitle: str
     start: datetime
     end: datetime
-    job_row: Row
-    pod_rows: list[Row]
+    rows: list[Row]  # the job's row first, then each row after the row it hangs from
     decisions: list[DecisionView]
     evidence: list[EvidenceView]
+
+    @property
+    def job_row(self) -> Row:
+        return self.rows[0]
+
+    @property
+    def pod_rows(self) -> list[Row]:
+        return [row for row in self.rows[1:] if row.kind == "Pod"]
 
 
 @dataclass(frozen=True)

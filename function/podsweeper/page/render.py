@@ -63,13 +63,14 @@ def _evidence_table(job: JobView) -> str:
 def _legend() -> str:
     items = [
         ("pending", "Pending"),
-        ("running", "Running"),
-        ("succeeded", "Succeeded"),
+        ("running", "Running, active"),
+        ("succeeded", "Succeeded, Complete(d)"),
         ("failed", "Failed"),
         ("unknown", "Unknown"),
-        ("created", "job created"),
-        ("suspended", "job suspended"),
+        ("created", "created"),
+        ("suspended", "suspended"),
         ("deleted", "job deleted"),
+        ("orphaned", "no controller (orphaned)"),
         ("decision-delete", "▼ delete"),
         ("decision-warn", "▼ warn"),
         ("decision-suspend", "▼ suspend"),
@@ -78,8 +79,8 @@ def _legend() -> str:
     swatches = "".join(f'<span><span class="sw {cls}"></span>{esc(text)}</span>' for cls, text in items)
     return (
         f'<div class="legend">{swatches}<span>hatched: CrashLoopBackOff</span>'
-        "<span>↻N: restart count went up</span><span>✕: pod deleted</span>"
-        "<span>○ ↻N: recorded event after the pod was gone (ignored), its restart count</span>"
+        "<span>↻N: restart count went up</span><span>✕: pod, JobSet or Job deleted</span>"
+        "<span>○ ↻N: recorded event after it was gone (ignored), its restart count</span>"
         "<span>hover a bar or mark for details</span></div>"
     )
 

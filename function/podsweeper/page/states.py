@@ -1,7 +1,7 @@
 """How each object the stream shows reads on the page: its state's label, colour and note.
 
 One function per kind of object, so what a state *means* (a pod's phase and restarts, a job's
-conditions) is said in one place, apart from how the observations become rows.
+or a JobSet's conditions) is said in one place, apart from how the observations become rows.
 """
 
 from __future__ import annotations
@@ -27,25 +27,23 @@ class Seen:
     short: str = ""
 
 
-def restarts(pod: Pod) -> int:
-    return max((c.restart_count for c in pod.containers), default=0)
-
-
 def pod_state(pod: Pod, at: datetime) -> Seen:
-    count = restarts(pod)
+    restarts = max((c.restart_count for c in pod.containers), default=0)
     loops = pod.max_crash_loop_restarts()
     label = pod.phase + (" (terminating)" if pod.terminating else "")
     if loops:
         label += f", CrashLoopBackOff x{loops}"
-    elif count:
-        label += f", {count} restarts"
+    elif restarts:
+        label += f", {restarts} restarts"
     tone = pod.phase.lower() if pod.phase in ("Pending", "Running", "Succeeded", "Failed") else "unknown"
     short = f"CrashLoop x{loops}" if loops else pod.phase
-    return Seen(at, label, tone, crash_loop=bool(loops), restarts=count, short=short)
+    return Seen(at, label, tone, crash_loop=bool(loops), restarts=restarts, short=short)
 
 
-def pod_text(pod: Pod) -> str:
-    return pod_state(pod, datetime.min).label
+def _finished_tone(finished: str, conditions: tuple[str, str]) -> str:
+    """A finishing condition's colour: each kind names its success its own way (Succeeded,
+    Complete, Completed)."""
+    return "succeeded" if finished == conditions[0] else "failed"
 
 
 def job_state(job: Job, verb: Verb, at: datetime) -> Seen:
@@ -59,6 +57,29 @@ def job_state(job: Job, verb: Verb, at: datetime) -> Seen:
     if verb is Verb.ADD:
         return Seen(at, "created", "created", note="added, not finished")
     return Seen(at, "running", "running", note="updated, no Succeeded/Failed condition")
+
+
+def workload_state(workload: Workload, verb: Verb, at: datetime) -> Seen:
+    """A JobSet's or batch Job's state; one left without a controller is `orphaned`."""
+    owner = workload.controller
+    made_by = f"controller {owner.kind} {owner.name}" if owner else "no controller: orphaned"
+    if workload.finished:
+        tone = _finished_tone(workload.finished, workload.link.finished_conditions)
+        label, note = f"finished: {workload.finished}", f"{workload.finished} condition"
+    elif workload.suspended:
+        label, tone, note = "suspended", "suspended", "spec.suspend or its Suspended condition"
+    elif owner is None:
+        label, tone, note = "orphaned", "orphaned", "not finished"
+    elif verb is Verb.ADD:
+        label, tone, note = "created", "created", "added, not finished"
+    else:
+        label, tone, note = "active", "running", "updated, not finished"
+    short = label
+    if workload.terminating:
+        label += " (terminating)"
+    if owner is None and tone != "orphaned":
+        label += ", no controller"
+    return Seen(at, label, tone, note=f"{note}; {made_by}", short=short)
 
 
 def trigger_text(step: ReplayStep) -> str:

@@ -19,6 +19,7 @@ svg .barlabel.dark{fill:#1d2430}
 .succeeded{fill:#2e9d57;background:#2e9d57}.failed{fill:#d0433b;background:#d0433b}
 .unknown{fill:#8a939f;background:#8a939f}.created{fill:#9fb7d6;background:#9fb7d6}
 .suspended{fill:#8c5cc7;background:#8c5cc7}.deleted{fill:#6b7280;background:#6b7280}
+.orphaned{fill:#c2410c;background:#c2410c}
 .crash{fill:url(#crash)}
 svg .restart{stroke:#7a1010;stroke-width:2}svg .restarttext{fill:#7a1010;font-size:10px;font-weight:600}
 svg .ignored{fill:#fff;stroke:#8a939f;stroke-width:1.5}svg .ignoredtext{fill:#6b7280;font-size:10px}

@@ -18,6 +18,7 @@ RIGHT = 24
 ROW = 34
 BAR = 16
 AXIS = 28
+INDENT = 10  # a row's label, per level below the job's
 TICKS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
 
 
@@ -108,8 +109,8 @@ def _svg_row(axis: _Axis, row: Row, y: float, end: datetime) -> str:
     parts = [
         f'<rect class="lane" x="{axis.left:.1f}" y="{y - 3:.1f}" '
         f'width="{axis.width:.1f}" height="{BAR + 6}"/>',
-        f'<g><title>{esc(row.title)}</title><text class="rowlabel" x="4" y="{y + BAR - 4:.1f}">'
-        f"{esc(_clip(row.label, 30))}</text></g>",
+        f'<g><title>{esc(row.title)}</title><text class="rowlabel" x="{4 + INDENT * row.depth}" '
+        f'y="{y + BAR - 4:.1f}">{esc(_clip(row.label, 30 - INDENT * row.depth // 7))}</text></g>',
     ]
     if not row.spans:
         parts.append(f'<text class="tick" x="{axis.left + 6:.1f}" y="{y + BAR - 4:.1f}">not seen</text>')
@@ -136,11 +137,12 @@ def _decision_marker(axis: _Axis, mark: Mark, y: float, offset: int) -> str:
 
 
 def timeline(job: JobView) -> str:
-    """The job's timeline: a time axis, the job's row, then one row per pod."""
+    """The job's timeline: a time axis, the job's row, then its JobSets, Jobs and pods, each
+    indented under the row of the controller it came from."""
     span = job.end - job.start
     pad = max(span * 0.03, timedelta(seconds=1))
     axis = _Axis(job.start - pad, job.end + pad)
-    rows = [job.job_row, *job.pod_rows]
+    rows = job.rows
     height = AXIS + 14 + ROW * len(rows) + 6
     parts = [
         f'<svg class="timeline" viewBox="0 0 {WIDTH} {height}" role="img" '
