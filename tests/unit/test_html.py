@@ -286,6 +286,67 @@ def test_trainer_decisions_are_marked_on_the_row_of_their_object():
     assert all(decision_marks(r) == [] for r in again.rows[1:])
 
 
+def test_trainjob_has_no_clean_pod_policy_label():
+    for name in ("complete", "failed-restarted", "orphan-jobset", "orphan-job"):
+        run = trainer_run(name)
+        (view,) = build(run).jobs
+        assert view.title.startswith("TrainJob ")
+        assert "cleanPodPolicy" not in view.subtitle, (name, view.subtitle)  # old: "cleanPodPolicy None"
+        assert "cleanPodPolicy" not in page(run), name
+        assert view.subtitle.endswith("pods through JobSet → Job"), view.subtitle
+    (v1,) = build(replay([SEED_2], Settings())).jobs
+    assert v1.subtitle.endswith("cleanPodPolicy None")
+
+
+def suspended_from_line(first: int):
+    """Every TrainJob event from line `first` on has spec.suspend true (as if a person set it)."""
+
+    def edit(number: int, event: dict) -> dict:
+        data = event.get("data") or {}
+        if data.get("kind") == "TrainJob" and number >= first:
+            data["spec"]["suspend"] = True
+        return event
+
+    return edit
+
+
+def test_suspended_trainjob_note_says_its_jobset_is_suspended(tmp_path):
+    run = trainer_run("complete", tmp_path, suspended_from_line(12))
+    (view,) = build(run).jobs
+    (suspended,) = [s for s in view.job_row.spans if s.label == "suspended"]
+    # old note: "spec.runPolicy.suspend is true" (a v1 job's switch; v1 operators delete the pods)
+    assert "runPolicy" not in suspended.note and "spec.suspend" in suspended.note, suspended.note
+    assert "suspends its JobSet" in suspended.note, suspended.note
+
+
+def test_suspended_v1_job_note_says_its_operator_deletes_the_pods(tmp_path):
+    j = job(conditions=[("Created", at(0)), ("Running", at(2))])
+    suspended = set_conditions(j, [("Created", at(0)), ("Suspended", at(30))])
+    suspended["spec"]["runPolicy"]["suspend"] = True
+    path = tmp_path / "suspended.jsonl"
+    path.write_text(
+        "".join(json.dumps(e) + "\n" for e in [event("add", j, at(0)), event("update", suspended, at(30))])
+    )
+    (view,) = build(replay([str(path)], Settings())).jobs
+    (span,) = [s for s in view.job_row.spans if s.label == "suspended"]
+    assert span.note == "spec.runPolicy.suspend is true: the operator deletes its pods"
+
+
+def test_trainer_finished_states_are_coloured_by_their_kinds_conditions():
+    (view,) = build(trainer_run("complete")).jobs
+    assert view.job_row.spans[-1].tone == "succeeded"  # old: "complete", a class with no colour
+    last = {r.kind: (r.spans[-1].label, r.spans[-1].tone) for r in view.rows if r.kind != "Pod"}
+    assert last == {
+        "TrainJob": ("finished: Complete", "succeeded"),
+        "JobSet": ("finished: Completed", "succeeded"),
+        "Job": ("finished: Complete", "succeeded"),
+    }
+    (again,) = build(trainer_run("failed-restarted")).jobs
+    assert ("finished: Failed", "failed") in [(s.label, s.tone) for s in again.job_row.spans]
+    jobsets = [r for r in again.rows if r.kind == "JobSet"]
+    assert [r.depth for r in jobsets] == [1, 1] and jobsets[0].spans[-1].end is not None
+
+
 def test_mpijob_launcher_job_has_its_row_and_a_plain_batch_job_none(tmp_path):
     mj = mpijob(policy="All", conditions=(("Created", at(0)), ("Succeeded", at(30))), completed=at(30))
     launcher = launcher_job(mj, conditions=("Complete",))

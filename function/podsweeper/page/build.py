@@ -20,7 +20,7 @@ from podsweeper.kinds import TrainingKind
 from podsweeper.model import Job, JobRef, Pod, Verb, Workload
 from podsweeper.ownership import workload_job
 from podsweeper.page.model import DecisionView, EvidenceView, JobView, Mark, Page, Row, Span
-from podsweeper.page.states import Seen, job_state, pod_state, trigger_text, workload_state
+from podsweeper.page.states import Seen, job_facts, job_state, pod_state, trigger_text, workload_state
 from podsweeper.replay import ReplayRun, ReplayStep
 
 NO_JOB = ("", "", "")  # the group of pods that name no training job
@@ -238,8 +238,8 @@ def _job_view(track: _JobTrack) -> JobView:
         end = start + timedelta(seconds=1)
     if track.name:
         title = f"{track.kind} {track.namespace}/{track.name}"
-        job = track.job
-        facts = f"cleanPodPolicy {job.clean_pod_policy.value}" if job else "never seen in the stream"
+        job, kind = track.job, track.training
+        facts = job_facts(kind, job) if job and kind else "never seen in the stream"
         subtitle = f"uid {job.uid if job and job.uid else 'unknown'} · {facts}"
     else:
         title, subtitle = "Pods without a training job", "no job label or owner"

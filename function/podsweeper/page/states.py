@@ -1,7 +1,9 @@
 """How each object the stream shows reads on the page: its state's label, colour and note.
 
 One function per kind of object, so what a state *means* (a pod's phase and restarts, a job's
-or a JobSet's conditions) is said in one place, apart from how the observations become rows.
+or a JobSet's conditions, what suspending a job does) is said in one place, apart from how the
+observations become rows. What differs between kinds is read from the kind table
+(`podsweeper.kinds`), never from a kind's name.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from podsweeper.intake import Ignored, ObjectChange, SweepRequest
+from podsweeper.kinds import TrainingKind
 from podsweeper.model import Job, Pod, Verb, Workload
 from podsweeper.replay import ReplayStep
 
@@ -46,17 +49,44 @@ def _finished_tone(finished: str, conditions: tuple[str, str]) -> str:
     return "succeeded" if finished == conditions[0] else "failed"
 
 
+def suspend_note(job: Job) -> str:
+    """What a suspended job's switch does: a v1 operator deletes the job's pods; a chained
+    kind's controller suspends the chain's top (a TrainJob's JobSet), which suspends the rest."""
+    kind = job.kind
+    switch = ".".join(("spec", *kind.suspend_path))
+    if kind.chain is not None:
+        top, last = kind.chain.links[0], kind.chain.links[-1]
+        return (
+            f"{switch} is true: the {kind.kind} controller suspends its {top.kind}, "
+            f"which suspends its {last.kind}s (their pods go, the {top.kind} stays)"
+        )
+    launcher = kind.launches(job.ref.version)
+    if launcher is not None:
+        return f"{switch} is true: the operator deletes its workers and suspends its launcher {launcher.link.kind}"
+    return f"{switch} is true: the operator deletes its pods"
+
+
 def job_state(job: Job, verb: Verb, at: datetime) -> Seen:
+    success, failure = job.kind.finished_conditions
     if verb is Verb.DELETE:
         return Seen(at, "deleted", "deleted", note="the job was deleted (watch event)")
     if job.finished:
         since = f"; condition since {job.finished_at:%H:%M:%S}" if job.finished_at else ""
-        return Seen(at, f"finished: {job.finished}", job.finished.lower(), note=f"{job.finished}{since}")
+        tone = _finished_tone(job.finished, job.kind.finished_conditions)
+        return Seen(at, f"finished: {job.finished}", tone, note=f"{job.finished}{since}")
     if job.suspended:
-        return Seen(at, "suspended", "suspended", note="spec.runPolicy.suspend is true")
+        return Seen(at, "suspended", "suspended", note=suspend_note(job))
     if verb is Verb.ADD:
         return Seen(at, "created", "created", note="added, not finished")
-    return Seen(at, "running", "running", note="updated, no Succeeded/Failed condition")
+    return Seen(at, "running", "running", note=f"updated, no {success}/{failure} condition")
+
+
+def job_facts(kind: TrainingKind, job: Job) -> str:
+    """The subtitle's fact about how the job's pods are cleaned up: a v1 job's cleanPodPolicy,
+    or, for a kind that has none, the chain its pods hang from."""
+    if kind.chain is not None:
+        return "pods through " + " → ".join(link.kind for link in kind.chain.links)
+    return f"cleanPodPolicy {job.clean_pod_policy.value}"
 
 
 def workload_state(workload: Workload, verb: Verb, at: datetime) -> Seen:
