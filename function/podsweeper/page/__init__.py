@@ -1,8 +1,9 @@
 """`podsweeper replay --html`: one self-contained page with a timeline per training job.
 
-`build.build(run)` turns a ReplayRun into the page's model (`model`: jobs, their states over
-time, each pod's phases and restarts as spans, decisions as marks, the evidence of deleted
-pods); `render.render(page)` writes it as HTML with inline CSS (`style`) and inline SVG
+`build.build(run)` turns a ReplayRun into the page's model (`model`: per job its rows, the
+job's own, then its JobSets, batch Jobs and pods each under the controller it came from; their
+states as spans, read by `states`; restarts, ends and decisions as marks; the evidence of
+deleted pods); `render.render(page)` writes it as HTML with inline CSS (`style`) and inline SVG
 (`svg`). Model and drawing are kept apart so each can be read, and tested, alone.
 """
 
