@@ -20,7 +20,8 @@ class Span:
     start: datetime
     end: datetime | None
     label: str
-    tone: str  # CSS class: pending, running, succeeded, failed, unknown, created, suspended, deleted
+    # CSS class: pending, running, succeeded, failed, unknown, created, suspended, deleted, orphaned
+    tone: str
     crash_loop: bool = False
     note: str = ""
     short: str = ""  # the label when the bar is too narrow for `label`
@@ -44,7 +45,7 @@ class DecisionView:
     rule: str
     action: str
     result: str
-    target: str  # "Pod ns/name" or "PyTorchJob ns/name"
+    target: str  # "Pod ns/name", "JobSet ns/name", "PyTorchJob ns/name"
     reason: str
 
 
