@@ -86,7 +86,7 @@ def _replay(args: argparse.Namespace) -> int:
     if not args.json:
         print_summary(run, sys.stdout)
     if args.html:
-        from podsweeper.html import page
+        from podsweeper.page import page
 
         try:
             with open(args.html, "w", encoding="utf-8") as out:

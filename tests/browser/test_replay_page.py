@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from podsweeper.config import Settings
-from podsweeper.html import page
+from podsweeper.page import page
 from podsweeper.replay import replay
 from tests.browser.chromium import ARGS, ensure_chromium
 from tests.fixtures import scenarios
@@ -75,5 +75,38 @@ def test_seed_experiment_2_page_renders_every_pod_and_fetches_nothing(browser, t
         for worker in ("pytest-worker-0", "pytest-worker-1", "pytest-worker-2"):
             evidence = tab.locator("table.evidence").get_by_role("cell", name=f"default/{worker}", exact=True)
             assert evidence.is_visible(), worker
+    finally:
+        context.close()
+
+
+def test_trainer_orphan_jobset_page_draws_the_chain_indented_under_the_trainjob(browser, tmp_path):
+    recorded = SEED_2.parent / "recorded" / "trainer-orphan-jobset.jsonl"
+    out = tmp_path / "trainer.html"
+    out.write_text(page(replay([str(recorded)], Settings())), encoding="utf-8")
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        tab = context.new_page()
+        requests: list[str] = []
+        errors: list[str] = []
+        tab.on("request", lambda request: requests.append(request.url))
+        tab.on("pageerror", lambda error: errors.append(str(error)))
+        tab.goto(out.as_uri(), wait_until="load")
+        tab.wait_for_load_state("networkidle")
+        assert requests == [out.as_uri()] and errors == []
+
+        assert tab.locator("section.job h2").all_inner_texts() == ["TrainJob trainer-orphan-jobset/lost"]
+        labels = tab.locator("svg.timeline text.rowlabel")
+        texts = labels.all_text_contents()
+        assert texts == ["TrainJob", "JobSet lost", "Job lost-node-0", *fixture_pods(recorded)]
+        lefts = [box["x"] for box in (labels.nth(i).bounding_box() for i in range(len(texts))) if box]
+        assert lefts[0] < lefts[1] < lefts[2] < lefts[3] == lefts[4]  # each level indented under the last
+        # the orphaned JobSet's delete is marked on its own row, not on the TrainJob's
+        marker = tab.locator("svg.timeline g.decision-delete rect").bounding_box()
+        rows = [labels.nth(i).bounding_box() for i in range(2)]
+        assert marker is not None and all(rows)
+        middle = [box["y"] + box["height"] / 2 for box in rows if box]
+        assert marker["y"] < middle[1] < marker["y"] + marker["height"], (marker, rows)
+        assert not marker["y"] < middle[0] < marker["y"] + marker["height"]
+        assert "cleanPodPolicy" not in tab.locator("body").inner_text()
     finally:
         context.close()

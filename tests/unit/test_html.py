@@ -8,10 +8,12 @@ from pathlib import Path
 
 from podsweeper.cli import main
 from podsweeper.config import Settings
-from podsweeper.html import build, page
+from podsweeper.page import page
+from podsweeper.page.build import build
 from podsweeper.replay import replay
 from tests.fixtures import scenarios
 from tests.fixtures.builders import at, container_status, event, job, pod, set_conditions
+from tests.fixtures.mpi import launcher_job, launcher_pod, mpijob, worker
 
 FIXTURES = Path(scenarios.__file__).parent
 SEED_2 = str(FIXTURES / "seed-experiment-2.jsonl")
@@ -188,3 +190,183 @@ def test_job_states_suspended_by_podsweeper_then_watched_suspended_and_deleted(t
     ]
     text = page(run)
     assert "decision-suspend" in text and "suspended by podsweeper" in text
+
+
+# -- Trainer v2: a TrainJob's chain (TrainJob -> JobSet -> batch Job -> Pod), from the recordings
+
+RECORDED = FIXTURES / "recorded"
+
+
+class RowLabels(HTMLParser):
+    """The text of every timeline row's label, in drawing order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.labels: list[str] = []
+        self._in = False
+
+    def handle_starttag(self, tag, attrs):
+        self._in = tag == "text" and "rowlabel" in (dict(attrs).get("class") or "").split()
+        if self._in:
+            self.labels.append("")
+
+    def handle_endtag(self, tag):
+        self._in = False
+
+    def handle_data(self, data):
+        if self._in:
+            self.labels[-1] += data
+
+
+def row_labels(text: str) -> list[str]:
+    parser = RowLabels()
+    parser.feed(text)
+    parser.close()
+    return parser.labels
+
+
+def trainer_run(name: str, tmp_path: Path | None = None, edit=None):
+    path = RECORDED / f"trainer-{name}.jsonl"
+    if edit is not None:
+        assert tmp_path is not None
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        edited = tmp_path / path.name
+        edited.write_text("".join(json.dumps(edit(i, e)) + "\n" for i, e in enumerate(lines, start=1)))
+        path = edited
+    return replay([str(path)], Settings())
+
+
+def decision_marks(row) -> list[str]:
+    return [m.kind for m in row.marks if m.kind.startswith("decision")]
+
+
+def test_trainer_chain_has_jobset_and_job_rows_nested_under_the_trainjob():
+    run = trainer_run("orphan-job")
+    labels = row_labels(page(run))
+    # old page: the TrainJob's row and its pods only
+    assert labels[:3] == ["TrainJob", "JobSet clash (a2008996)", "Job clash-node-0"], labels
+    (view,) = build(run).jobs
+    assert [(r.kind, r.label, r.depth) for r in view.rows] == [
+        ("TrainJob", "TrainJob", 0),
+        ("JobSet", "JobSet clash (a2008996)", 1),  # deleted (propagation Orphan) at 32 s
+        ("Job", "Job clash-node-0", 2),  # left without a controller: still drawn where it came from
+        ("Pod", "clash-node-0-0-5dn58", 3),
+        ("Pod", "clash-node-0-1-lwcfn", 3),
+        ("JobSet", "JobSet clash (1b1e3e52)", 1),  # the one Trainer made again
+    ]
+    jobset, job_row = view.rows[1], view.rows[2]
+    assert jobset.title == "JobSet trainer-orphan-job/clash uid a2008996-cfeb-43c9-aa62-6f2f0764a1c5"
+    assert jobset.spans[-1].end is not None  # ended at its watched delete
+    assert [m.title for m in jobset.marks if m.kind == "ended"] == ["deleted (watch event)"]
+    assert (job_row.spans[-1].label, job_row.spans[-1].tone) == ("orphaned", "orphaned")
+    assert "no controller" in job_row.spans[-1].note
+    assert [s.label for s in view.rows[-1].spans] == ["created"]
+    assert [r.label for r in view.pod_rows] == ["clash-node-0-0-5dn58", "clash-node-0-1-lwcfn"]
+
+
+def test_trainer_decisions_are_marked_on_the_row_of_their_object():
+    jobset_run, job_run = trainer_run("orphan-jobset"), trainer_run("orphan-job")
+    (lost,) = build(jobset_run).jobs
+    (clash,) = build(job_run).jobs
+    # old page: every decision not about a pod was marked on the TrainJob's bar
+    assert decision_marks(lost.job_row) == [] and decision_marks(clash.job_row) == []
+    marked = {r.label: decision_marks(r) for r in lost.rows if decision_marks(r)}
+    assert marked == {"JobSet lost": ["decision-delete"]}
+    marked = {r.label: decision_marks(r) for r in clash.rows if decision_marks(r)}
+    assert marked == {"Job clash-node-0": ["decision-delete"]}
+    # what podsweeper deleted ends there, and what goes with it in the background too
+    (delete,) = [d for d in lost.decisions if d.action == "delete"]
+    for row in lost.rows[1:]:
+        assert row.spans[-1].end == delete.time, row.label
+        assert [m.time for m in row.marks if m.kind == "ended"] == [delete.time], row.label
+    assert build(jobset_run).pods_left == ()
+    # a decision about the TrainJob itself stays on its row
+    (again,) = build(trainer_run("failed-restarted")).jobs
+    assert decision_marks(again.job_row) == ["decision-suspend", "decision-suspend"]
+    assert all(decision_marks(r) == [] for r in again.rows[1:])
+
+
+def test_trainjob_has_no_clean_pod_policy_label():
+    for name in ("complete", "failed-restarted", "orphan-jobset", "orphan-job"):
+        run = trainer_run(name)
+        (view,) = build(run).jobs
+        assert view.title.startswith("TrainJob ")
+        assert "cleanPodPolicy" not in view.subtitle, (name, view.subtitle)  # old: "cleanPodPolicy None"
+        assert "cleanPodPolicy" not in page(run), name
+        assert view.subtitle.endswith("pods through JobSet → Job"), view.subtitle
+    (v1,) = build(replay([SEED_2], Settings())).jobs
+    assert v1.subtitle.endswith("cleanPodPolicy None")
+
+
+def suspended_from_line(first: int):
+    """Every TrainJob event from line `first` on has spec.suspend true (as if a person set it)."""
+
+    def edit(number: int, event: dict) -> dict:
+        data = event.get("data") or {}
+        if data.get("kind") == "TrainJob" and number >= first:
+            data["spec"]["suspend"] = True
+        return event
+
+    return edit
+
+
+def test_suspended_trainjob_note_says_its_jobset_is_suspended(tmp_path):
+    run = trainer_run("complete", tmp_path, suspended_from_line(12))
+    (view,) = build(run).jobs
+    (suspended,) = [s for s in view.job_row.spans if s.label == "suspended"]
+    # old note: "spec.runPolicy.suspend is true" (a v1 job's switch; v1 operators delete the pods)
+    assert "runPolicy" not in suspended.note and "spec.suspend" in suspended.note, suspended.note
+    assert "suspends its JobSet" in suspended.note, suspended.note
+
+
+def test_suspended_v1_job_note_says_its_operator_deletes_the_pods(tmp_path):
+    j = job(conditions=[("Created", at(0)), ("Running", at(2))])
+    suspended = set_conditions(j, [("Created", at(0)), ("Suspended", at(30))])
+    suspended["spec"]["runPolicy"]["suspend"] = True
+    path = tmp_path / "suspended.jsonl"
+    path.write_text(
+        "".join(json.dumps(e) + "\n" for e in [event("add", j, at(0)), event("update", suspended, at(30))])
+    )
+    (view,) = build(replay([str(path)], Settings())).jobs
+    (span,) = [s for s in view.job_row.spans if s.label == "suspended"]
+    assert span.note == "spec.runPolicy.suspend is true: the operator deletes its pods"
+
+
+def test_trainer_finished_states_are_coloured_by_their_kinds_conditions():
+    (view,) = build(trainer_run("complete")).jobs
+    assert view.job_row.spans[-1].tone == "succeeded"  # old: "complete", a class with no colour
+    last = {r.kind: (r.spans[-1].label, r.spans[-1].tone) for r in view.rows if r.kind != "Pod"}
+    assert last == {
+        "TrainJob": ("finished: Complete", "succeeded"),
+        "JobSet": ("finished: Completed", "succeeded"),
+        "Job": ("finished: Complete", "succeeded"),
+    }
+    (again,) = build(trainer_run("failed-restarted")).jobs
+    assert ("finished: Failed", "failed") in [(s.label, s.tone) for s in again.job_row.spans]
+    jobsets = [r for r in again.rows if r.kind == "JobSet"]
+    assert [r.depth for r in jobsets] == [1, 1] and jobsets[0].spans[-1].end is not None
+
+
+def test_mpijob_launcher_job_has_its_row_and_a_plain_batch_job_none(tmp_path):
+    mj = mpijob(policy="All", conditions=(("Created", at(0)), ("Succeeded", at(30))), completed=at(30))
+    launcher = launcher_job(mj, conditions=("Complete",))
+    plain = launcher_job(mj, owner={}, name="someone-elses")  # no owner, no chain's mark
+    events = [
+        event("add", mj, at(0)),
+        event("add", launcher, at(1)),
+        event("add", plain, at(1)),
+        event("add", launcher_pod(launcher, "pi"), at(2)),
+        event("add", worker(mj, 0), at(2)),
+        event("update", mj, at(31)),
+    ]
+    path = tmp_path / "mpi.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    (view,) = build(replay([str(path)], Settings())).jobs
+    assert [(r.kind, r.label, r.depth) for r in view.rows] == [
+        ("MPIJob", "MPIJob", 0),
+        ("Job", "Job pi-launcher", 1),
+        ("Pod", "pi-launcher-abcde", 2),
+        ("Pod", "pi-worker-0", 1),
+    ]
+    assert view.subtitle.endswith("cleanPodPolicy All")
+    assert decision_marks(view.rows[2]) == ["decision-delete"]
