@@ -33,18 +33,24 @@ def handle(pipeline, raw_event, now=NOW):
 
 
 class SlowDeletes(SimulatedCluster):
-    """Deletes take a while and count how many are in flight at once."""
+    """Deletes take a while and count how many are in flight at once. Each waits (up to half
+    a second) for `crowd` deletes to be in flight together, so a loaded machine's slow thread
+    starts cannot hide a bound that is used."""
+
+    crowd = 1
 
     def __post_init__(self):
         super().__post_init__()
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()
         self.in_flight = self.most_in_flight = 0
 
     def delete_pod(self, *args, **kwargs):
         with self.lock:
             self.in_flight += 1
             self.most_in_flight = max(self.most_in_flight, self.in_flight)
-        time.sleep(0.02)
+            self.lock.notify_all()
+            self.lock.wait_for(lambda: self.in_flight >= self.crowd, timeout=0.5)
+        time.sleep(0.005)
         with self.lock:
             self.in_flight -= 1
             return super().delete_pod(*args, **kwargs)
@@ -61,6 +67,7 @@ def finished_job_with_workers(cluster, workers):
 @pytest.mark.parametrize("concurrency", [1, 4, 16])
 def test_deletes_of_one_pass_run_concurrently_up_to_the_bound(concurrency):
     cluster = SlowDeletes()
+    cluster.crowd = concurrency
     j = finished_job_with_workers(cluster, 24)
     pipeline = Pipeline(cluster, Settings(delete_concurrency=concurrency))
     outcome = handle(pipeline, event("update", j, at(40)))
