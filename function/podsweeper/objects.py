@@ -202,8 +202,6 @@ class RunPolicy(_Model):
 
 # Kueue admits a job by driving its suspend field; a queued job is Kueue's to suspend.
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-TRAINING_OPERATOR = "kubeflow.org/training-operator"
-TRAINER_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"  # a TrainJob's default managedBy
 
 
 def _suspend_blocked(
@@ -418,6 +416,7 @@ def job_from(obj: JobObject) -> Job:
         failed = [c for c in status.conditions or () if c.type == finished and c.status == "True"]
         failed_reason = failed[0].reason or "" if failed else ""
         finished, finished_at = None, None
+    manager = launcher or kind  # a launcher's operator (the mpi-operator) manages the job itself
     return Job(
         kind=kind,
         namespace=obj.metadata.namespace,
@@ -441,8 +440,8 @@ def job_from(obj: JobObject) -> Job:
             obj.metadata.labels or {},
             run_policy.managedBy,
             "runPolicy.managedBy",
-            launcher.managed_by if launcher else TRAINING_OPERATOR,
-            "the mpi-operator" if launcher else "the training operator",
+            manager.managed_by,
+            manager.manager,
         ),
     )
 
@@ -486,8 +485,8 @@ def _chained_job(kind: kinds.TrainingKind, obj: JobObject) -> Job:
         obj.metadata.labels or {},
         managed_by if isinstance(managed_by, str) else None,
         "spec.managedBy",
-        TRAINER_CONTROLLER,
-        "Trainer",
+        kind.managed_by,
+        kind.manager,
     )
     return Job(
         kind=kind,

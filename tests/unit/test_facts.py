@@ -47,6 +47,7 @@ KIND_FIELDS = (
     ("top_level_clean_pod_policy", "top_level_clean_pod_policy"),
     ("finished_conditions", "finished"),
     ("suspend_path", "suspend_path"),
+    ("managed_by", "managed_by"),
 )
 
 
@@ -167,8 +168,13 @@ LABELS = [
     ),
     ("ownership.CHAIN_POD_SELECTORS", ownership.CHAIN_POD_SELECTORS, ("jobset.sigs.k8s.io/jobset-name",)),
     ("objects.KUEUE_QUEUE_LABEL", objects.KUEUE_QUEUE_LABEL, facts.KUEUE_QUEUE_LABEL),
-    ("objects.TRAINING_OPERATOR", objects.TRAINING_OPERATOR, facts.TRAINING_OPERATOR_MANAGED_BY),
-    ("objects.TRAINER_CONTROLLER", objects.TRAINER_CONTROLLER, facts.TRAINER_MANAGED_BY),
+    (
+        "kinds.TRAINING_OPERATOR_MANAGED_BY",
+        kinds.TRAINING_OPERATOR_MANAGED_BY,
+        facts.TRAINING_OPERATOR_MANAGED_BY,
+    ),
+    ("kinds.MPI_OPERATOR_MANAGED_BY", kinds.MPI_OPERATOR_MANAGED_BY, facts.MPI_OPERATOR_MANAGED_BY),
+    ("kinds.TRAINER_MANAGED_BY", kinds.TRAINER_MANAGED_BY, facts.TRAINER_MANAGED_BY),
     ("model.SKIP_ANNOTATION", model.SKIP_ANNOTATION, facts.SKIP_ANNOTATION),
     ("kube.EVIDENCE_LABEL", kube.EVIDENCE_LABEL, facts.EVIDENCE_LABEL),
     ("kube.FINISH_MARK_LABEL", kube.FINISH_MARK_LABEL, facts.FINISH_MARK_LABEL),
