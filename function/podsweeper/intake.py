@@ -17,19 +17,10 @@ from pydantic import Field, ValidationError
 from podsweeper import kinds
 from podsweeper.errors import BadEvent
 from podsweeper.model import Job, Pod, Verb, Workload
-from podsweeper.objects import (
-    JobObject,
-    ObjectReference,
-    PodObject,
-    TypeMeta,
-    WorkloadObject,
-    _Model,
-    _one_line,
-    job_from,
-    pod_from,
-    validate_json,
-    workload_from,
-)
+from podsweeper.objects.base import ObjectReference, Schema, TypeMeta, one_line, validate_json
+from podsweeper.objects.jobs import JobObject, job_from
+from podsweeper.objects.pods import PodObject, pod_from
+from podsweeper.objects.workloads import WorkloadObject, workload_from
 
 RESOURCE_PREFIX = "dev.knative.apiserver.resource."
 REFERENCE_PREFIX = "dev.knative.apiserver.ref."
@@ -41,7 +32,7 @@ ACCEPTED_TYPES = frozenset(
 )
 
 
-class EventAttributes(_Model):
+class EventAttributes(Schema):
     """The CloudEvent context attributes podsweeper reads."""
 
     id: str = Field(min_length=1, max_length=256)
@@ -104,7 +95,7 @@ def _type_meta(body: bytes) -> tuple[str, str]:
         if error.errors()[0]["type"] == "json_invalid":
             raise BadEvent("data is not valid JSON") from None
         raise BadEvent(
-            f"data is not a Kubernetes object (needs apiVersion, kind, metadata): {_one_line(error)}"
+            f"data is not a Kubernetes object (needs apiVersion, kind, metadata): {one_line(error)}"
         ) from None
     except RecursionError:
         raise BadEvent("data JSON is nested too deeply") from None
@@ -172,7 +163,7 @@ def parse_event(attributes: Mapping[str, Any], data: bytes | None) -> Intake:
     try:
         attrs = EventAttributes.model_validate(dict(attributes))
     except ValidationError as error:
-        raise BadEvent(f"CloudEvent attributes invalid: {_one_line(error)}") from None
+        raise BadEvent(f"CloudEvent attributes invalid: {one_line(error)}") from None
     event_type = attrs.type
     if event_type == PING_TYPE:
         return Intake(attrs, SweepRequest())

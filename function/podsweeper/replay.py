@@ -18,7 +18,7 @@ from podsweeper.cluster.simulated import SimulatedCluster
 from podsweeper.config import Settings
 from podsweeper.errors import BadEvent
 from podsweeper.intake import PING_TYPE, EventAttributes, Intake, ObjectChange, SweepRequest, parse_event
-from podsweeper.objects import json_bytes
+from podsweeper.objects.pages import json_bytes
 from podsweeper.pipeline import Outcome, Pipeline
 
 

@@ -21,10 +21,10 @@ from podsweeper.config import Settings
 from podsweeper.decisions import Result
 from podsweeper.errors import ApiUnavailable
 from podsweeper.model import EventRecord, FinishMark, JobRef
-from podsweeper.objects import parse_pod
 from podsweeper.service import Service
 from tests.fixtures.builders import at, event, ping, split
 from tests.fixtures.builders import container_status as cs
+from tests.fixtures.parse import parse_pod
 from tests.integration.k8s import Operator
 from tests.integration.trainer_objects import trainer_namespace
 

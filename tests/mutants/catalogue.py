@@ -83,7 +83,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "failed-not-finished",
-        "objects.py",
+        "objects/base.py",
         "finished = failure if failure in true else success if success in true else None",
         "finished = None if failure in true else success if success in true else None",
         "a job with a Failed condition is treated as not finished",
@@ -196,7 +196,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "suspend-kueue-job",
-        "objects.py",
+        "objects/jobs.py",
         "    if KUEUE_QUEUE_LABEL in labels:",
         "    if False:",
         "a job Kueue queues is suspended by podsweeper (Kueue drives suspend itself)",
@@ -397,7 +397,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "bad-input-echoed",
-        "objects.py",
+        "objects/base.py",
         "    return f\"{where}: {first['msg']}\"",
         "    return f\"{where}: {first['msg']} (got {first.get('input')!r})\"",
         "secrets: a 400 answer (and its log line) quotes the invalid input, a pod's env value with it",

@@ -12,11 +12,11 @@ from podsweeper.decisions import Action, Rule
 from podsweeper.engine import decide_new_job, decide_pods, failed_mpijob_running, stuck_terminating
 from podsweeper.intake import Ignored
 from podsweeper.model import Node, NodeReady
-from podsweeper.objects import parse_job, parse_pod
 from podsweeper.triage import in_scope
 from tests.fixtures.builders import at, job, pod
 from tests.fixtures.builders import container_status as cs
 from tests.fixtures.mpi import mpijob
+from tests.fixtures.parse import parse_job, parse_pod
 
 NOW = at(600)
 RUNNING = [("Created", at(0)), ("Running", at(2))]

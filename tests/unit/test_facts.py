@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from podsweeper import kinds, model, objects, ownership
+from podsweeper import kinds, model, ownership
 from podsweeper.cluster import kube
+from podsweeper.objects import jobs
 from tests.fixtures import builders, facts
 
 
@@ -167,7 +168,7 @@ LABELS = [
         ("training.kubeflow.org/job-name", "group-name=kubeflow.org,job-name"),
     ),
     ("ownership.CHAIN_POD_SELECTORS", ownership.CHAIN_POD_SELECTORS, ("jobset.sigs.k8s.io/jobset-name",)),
-    ("objects.KUEUE_QUEUE_LABEL", objects.KUEUE_QUEUE_LABEL, facts.KUEUE_QUEUE_LABEL),
+    ("objects.jobs.KUEUE_QUEUE_LABEL", jobs.KUEUE_QUEUE_LABEL, facts.KUEUE_QUEUE_LABEL),
     (
         "kinds.TRAINING_OPERATOR_MANAGED_BY",
         kinds.TRAINING_OPERATOR_MANAGED_BY,

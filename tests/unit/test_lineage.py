@@ -15,10 +15,10 @@ from podsweeper.decisions import Action, Result, Rule
 from podsweeper.intake import parse_event
 from podsweeper.lineage import Lineage, decide_lineage
 from podsweeper.model import Verb
-from podsweeper.objects import parse_job, parse_pod, parse_workload
 from podsweeper.pipeline import Pipeline
 from tests.fixtures import trainer as v2
 from tests.fixtures.builders import at, event, ping, split, stamp
+from tests.fixtures.parse import parse_job, parse_pod, parse_workload
 
 FINISHED = [("Complete", at(50))]
 

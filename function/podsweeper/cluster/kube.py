@@ -29,15 +29,11 @@ from podsweeper.decisions import Result
 from podsweeper.errors import ApiUnavailable, BadEvent
 from podsweeper.evidence import decode, encode, store_name
 from podsweeper.model import EventRecord, FinishMark, Job, JobRef, Node, NodeReady, Pod, Workload
-from podsweeper.objects import (
-    decode_job,
-    decode_node,
-    decode_pod,
-    decode_workload,
-    parse_job_page,
-    parse_pod_page,
-    parse_workload_page,
-)
+from podsweeper.objects.jobs import decode_job
+from podsweeper.objects.nodes import decode_node
+from podsweeper.objects.pages import parse_job_page, parse_pod_page, parse_workload_page
+from podsweeper.objects.pods import decode_pod
+from podsweeper.objects.workloads import decode_workload
 from podsweeper.ownership import CHAIN_POD_SELECTORS, TRAINING_POD_SELECTORS, job_pod_selectors
 
 log = logging.getLogger("podsweeper.cluster")
