@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from podsweeper.decisions import Action, Decision, Result
-from podsweeper.intake import Ignored, ObjectChange, SweepRequest
 from podsweeper.model import ContainerView, Job, Pod, Verb, Workload
 from podsweeper.replay import ReplayRun, ReplayStep
+from podsweeper.triggers import Ignored, ObjectChange, SweepRequest
 
 NO_JOB = ("", "", "")  # the group of pods that name no training job
 

@@ -16,11 +16,12 @@ from pydantic import Field, ValidationError
 
 from podsweeper import kinds
 from podsweeper.errors import BadEvent
-from podsweeper.model import Job, Pod, Verb, Workload
+from podsweeper.model import Verb
 from podsweeper.objects.base import ObjectReference, Schema, TypeMeta, one_line, validate_json
 from podsweeper.objects.jobs import JobObject, job_from
 from podsweeper.objects.pods import PodObject, pod_from
 from podsweeper.objects.workloads import WorkloadObject, workload_from
+from podsweeper.triggers import Ignored, ObjectChange, ReferenceChange, SweepRequest, Trigger
 
 RESOURCE_PREFIX = "dev.knative.apiserver.resource."
 REFERENCE_PREFIX = "dev.knative.apiserver.ref."
@@ -41,41 +42,6 @@ class EventAttributes(Schema):
     specversion: str = "1.0"
     time: datetime | None = None
     subject: str | None = None
-
-
-@dataclass(frozen=True)
-class ObjectChange:
-    """Resource mode: the object itself, as watched."""
-
-    verb: Verb
-    obj: Pod | Job | Workload
-
-
-@dataclass(frozen=True)
-class ReferenceChange:
-    """Reference mode: only a name; the object must be read from the API."""
-
-    verb: Verb
-    kind: kinds.TrainingKind | None  # None means a Pod (or a chain's `link`)
-    api_version: str
-    namespace: str
-    name: str
-    link: kinds.Link | None = None  # a chain's JobSet or batch Job
-
-
-@dataclass(frozen=True)
-class SweepRequest:
-    """PingSource tick: sweep every allowed namespace."""
-
-
-@dataclass(frozen=True)
-class Ignored:
-    """Nothing to do, and why: the one "not relevant" answer (2xx, no API request)."""
-
-    reason: str
-
-
-Trigger = ObjectChange | ReferenceChange | SweepRequest | Ignored
 
 
 @dataclass(frozen=True)

@@ -21,13 +21,14 @@ from podsweeper.config import Settings
 from podsweeper.decisions import Action, Decision, Result
 from podsweeper.errors import ApiUnavailable
 from podsweeper.evidence import Source, failures_of
-from podsweeper.intake import Ignored, Intake, ObjectChange, ReferenceChange, SweepRequest, Trigger
+from podsweeper.intake import Intake
 from podsweeper.keeper import EvidenceKeeper
 from podsweeper.lineage import Lineage, decide_lineage
 from podsweeper.model import FinishMark, Job, JobRef, Node, Pod, Verb, Workload
 from podsweeper.ownership import has_current_labels, workload_job
 from podsweeper.report import log_decision
 from podsweeper.triage import JobPass, PassReason, in_scope, triage_object
+from podsweeper.triggers import Ignored, ObjectChange, ReferenceChange, SweepRequest, Trigger
 
 JobKey = tuple[str, str, str]
 # Results after which a pod's GPUs are free (a suspended job's operator removes its pods).

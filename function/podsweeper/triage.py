@@ -11,9 +11,9 @@ from enum import StrEnum
 
 from podsweeper.config import Settings
 from podsweeper.engine import unbounded_restart_replicas
-from podsweeper.intake import Ignored, ObjectChange
 from podsweeper.model import Job, JobRef, Pod, Verb, Workload
 from podsweeper.ownership import workload_job
+from podsweeper.triggers import Ignored, ObjectChange
 
 
 class PassReason(StrEnum):

@@ -10,9 +10,9 @@ import pytest
 from podsweeper.config import Settings
 from podsweeper.decisions import Action, Rule
 from podsweeper.engine import decide_new_job, decide_pods, failed_mpijob_running, stuck_terminating
-from podsweeper.intake import Ignored
 from podsweeper.model import Node, NodeReady
 from podsweeper.triage import in_scope
+from podsweeper.triggers import Ignored
 from tests.fixtures.builders import at, job, pod
 from tests.fixtures.builders import container_status as cs
 from tests.fixtures.mpi import mpijob
