@@ -21,15 +21,15 @@ from podsweeper.objects.base import ObjectReference, Schema, TypeMeta, one_line,
 from podsweeper.objects.jobs import JobObject, job_from
 from podsweeper.objects.pods import PodObject, pod_from
 from podsweeper.objects.workloads import WorkloadObject, workload_from
-from podsweeper.triggers import Ignored, ObjectChange, ReferenceChange, SweepRequest, Trigger
-
-RESOURCE_PREFIX = "dev.knative.apiserver.resource."
-REFERENCE_PREFIX = "dev.knative.apiserver.ref."
-PING_TYPE = "dev.knative.sources.ping"
-
-
-ACCEPTED_TYPES = frozenset(
-    {PING_TYPE} | {prefix + verb.value for prefix in (RESOURCE_PREFIX, REFERENCE_PREFIX) for verb in Verb}
+from podsweeper.triggers import (
+    PING_TYPE,
+    REFERENCE_PREFIX,
+    RESOURCE_PREFIX,
+    Ignored,
+    ObjectChange,
+    ReferenceChange,
+    SweepRequest,
+    Trigger,
 )
 
 

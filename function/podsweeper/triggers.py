@@ -1,7 +1,9 @@
-"""What an event asks podsweeper to do, as plain data: the triggers intake makes of events.
+"""What an event asks podsweeper to do, as plain data: the CloudEvent types it accepts and
+the triggers intake makes of them.
 
 Pure, so the core (triage) and the reports (timeline, html) read triggers without the
-pydantic edge that parses them (intake).
+pydantic edge that parses them (intake), and the tools that write events (record, the CLI's
+sweep) name their types from the one table intake accepts.
 """
 
 from __future__ import annotations
@@ -10,6 +12,19 @@ from dataclasses import dataclass
 
 from podsweeper import kinds
 from podsweeper.model import Job, Pod, Verb, Workload
+
+# Knative's ApiServerSource (`<prefix><verb>`, Resource and Reference mode) and PingSource.
+RESOURCE_PREFIX = "dev.knative.apiserver.resource."
+REFERENCE_PREFIX = "dev.knative.apiserver.ref."
+PING_TYPE = "dev.knative.sources.ping"
+
+
+def event_type(verb: Verb, reference: bool = False) -> str:
+    """The ApiServerSource event type of a change, in Reference or Resource mode."""
+    return (REFERENCE_PREFIX if reference else RESOURCE_PREFIX) + verb.value
+
+
+ACCEPTED_TYPES = frozenset({PING_TYPE} | {event_type(verb, ref) for ref in (False, True) for verb in Verb})
 
 
 @dataclass(frozen=True)
