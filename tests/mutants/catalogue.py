@@ -271,7 +271,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "known-bug-3-real-finish-mark-by-name",
-        "cluster/kube.py",
+        "cluster/kube/records.py",
         '        if not data.get("condition") or not any(o.get("uid") == job.uid for o in owners):',
         '        if not data.get("condition"):',
         "KNOWN BUG 3 in the real client: the finish mark of an earlier TrainJob of the name counts",
@@ -289,7 +289,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # -- safety points without a mutant before ----------------------------------------------
     Mutant(
         "real-uid-precondition",
-        "cluster/kube.py",
+        "cluster/kube/writes.py",
         "            preconditions=client.V1Preconditions(uid=uid, resource_version=resource_version or None),",
         "            preconditions=client.V1Preconditions(resource_version=resource_version or None),",
         "the real client deletes without the uid precondition: a pod re-created under the name goes",
@@ -297,7 +297,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "real-resource-version-precondition",
-        "cluster/kube.py",
+        "cluster/kube/writes.py",
         "            preconditions=client.V1Preconditions(uid=uid, resource_version=resource_version or None),",
         "            preconditions=client.V1Preconditions(uid=uid),",
         "the real client deletes without the resourceVersion precondition: a pod changed since it was "

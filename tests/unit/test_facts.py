@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from podsweeper import kinds, model, ownership
-from podsweeper.cluster import kube
+from podsweeper.cluster.kube import records, writes
 from podsweeper.objects import jobs
 from tests.fixtures import builders, facts
 
@@ -177,9 +177,9 @@ LABELS = [
     ("kinds.MPI_OPERATOR_MANAGED_BY", kinds.MPI_OPERATOR_MANAGED_BY, facts.MPI_OPERATOR_MANAGED_BY),
     ("kinds.TRAINER_MANAGED_BY", kinds.TRAINER_MANAGED_BY, facts.TRAINER_MANAGED_BY),
     ("model.SKIP_ANNOTATION", model.SKIP_ANNOTATION, facts.SKIP_ANNOTATION),
-    ("kube.EVIDENCE_LABEL", kube.EVIDENCE_LABEL, facts.EVIDENCE_LABEL),
-    ("kube.FINISH_MARK_LABEL", kube.FINISH_MARK_LABEL, facts.FINISH_MARK_LABEL),
-    ("kube.PROGRESS_ANNOTATION", kube.PROGRESS_ANNOTATION, facts.PROGRESS_ANNOTATION),
+    ("kube.records.EVIDENCE_LABEL", records.EVIDENCE_LABEL, facts.EVIDENCE_LABEL),
+    ("kube.records.FINISH_MARK_LABEL", records.FINISH_MARK_LABEL, facts.FINISH_MARK_LABEL),
+    ("kube.writes.PROGRESS_ANNOTATION", writes.PROGRESS_ANNOTATION, facts.PROGRESS_ANNOTATION),
 ]
 
 
