@@ -26,14 +26,14 @@ from bench.memapi import MemoryApi
 from bench.report import Row, say
 from podsweeper.cluster.simulated import SimulatedCluster
 from podsweeper.config import Settings
-from podsweeper.intake import ObjectChange
 from podsweeper.model import JobRef
-from podsweeper.objects import parse_job, parse_pod
 from podsweeper.ownership import JOB_NAME_LABEL
 from podsweeper.pipeline import Outcome, Pipeline
 from podsweeper.replay import read_events
 from podsweeper.report import setup_logging
 from podsweeper.service import Service
+from podsweeper.triggers import ObjectChange
+from tests.fixtures.parse import parse_job, parse_pod
 
 CHUNK = 1000
 SCALE_WINDOW_JOBS = 100

@@ -1,10 +1,11 @@
 """Where figure 1's time goes: pyinstrument over the live path, grouped by podsweeper module.
 
 Every sampled frame's own time is charged to the innermost podsweeper module on its stack,
-so json.loads called by function/cluster/kube.py counts as kube.py's, pydantic called by
-function/objects.py as objects.py's, logging called by function/report.py as report.py's.
-The bench's own in-memory API (which stands in for HTTP round trips) and the harness are
-reported apart; json.loads of the event bodies (the floor) is its own line.
+so json.loads called by function/podsweeper/cluster/kube/calls.py counts as calls.py's,
+pydantic called by function/podsweeper/objects/pods.py as pods.py's, logging called by
+function/podsweeper/report.py as report.py's. The bench's own in-memory API (which stands in
+for HTTP round trips) and the harness are reported apart; json.loads of the event bodies (the
+floor) is its own line.
 """
 
 from __future__ import annotations
@@ -69,9 +70,9 @@ def markdown(shares: list[tuple[str, float]], jobs: int, events: int) -> str:
         f"## Where figure 1's time goes (pyinstrument over a whole stream of {jobs} jobs, {events:,} events)",
         "",
         "Each sample's own time is charged to the innermost podsweeper module on its stack "
-        "(so JSON decoding of API answers counts as `function/cluster/kube.py`, pydantic as "
-        "`function/objects.py`, the decision log as `function/report.py`). The bench's in-memory "
-        "API and harness are left out; shares are of the function's time.",
+        "(so JSON decoding of API answers counts as `function/podsweeper/cluster/kube/*.py`, pydantic as "
+        "`function/podsweeper/objects/*.py`, the decision log as `function/podsweeper/report.py`). "
+        "The bench's in-memory API and harness are left out; shares are of the function's time.",
         "",
         "| where | share |",
         "|---|---|",

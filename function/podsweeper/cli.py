@@ -103,6 +103,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from podsweeper.intake import parse_event
     from podsweeper.pipeline import Pipeline
     from podsweeper.report import setup_logging
+    from podsweeper.triggers import PING_TYPE
 
     overrides: dict[str, Any] = {}
     if args.dry_run:
@@ -115,7 +116,7 @@ def _sweep(args: argparse.Namespace) -> int:
     attributes = {
         "id": f"cli-sweep-{int(time.time())}",
         "source": "podsweeper-cli",
-        "type": "dev.knative.sources.ping",
+        "type": PING_TYPE,
         "specversion": "1.0",
     }
     print(

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -144,10 +143,6 @@ class Failure:
         record = {k: v for k, v in asdict(self).items() if v is not None and v is not False}
         record["source"] = self.source.value
         return record
-
-
-def _iso(at: datetime | None) -> str | None:
-    return at.isoformat().replace("+00:00", "Z") if at else None
 
 
 def _tail_bytes(text: str) -> str:

@@ -16,32 +16,24 @@ from pydantic import Field, ValidationError
 
 from podsweeper import kinds
 from podsweeper.errors import BadEvent
-from podsweeper.model import Job, Pod, Verb, Workload
-from podsweeper.objects import (
-    JobObject,
-    ObjectReference,
-    PodObject,
-    TypeMeta,
-    WorkloadObject,
-    _Model,
-    _one_line,
-    job_from,
-    pod_from,
-    validate_json,
-    workload_from,
-)
-
-RESOURCE_PREFIX = "dev.knative.apiserver.resource."
-REFERENCE_PREFIX = "dev.knative.apiserver.ref."
-PING_TYPE = "dev.knative.sources.ping"
-
-
-ACCEPTED_TYPES = frozenset(
-    {PING_TYPE} | {prefix + verb.value for prefix in (RESOURCE_PREFIX, REFERENCE_PREFIX) for verb in Verb}
+from podsweeper.model import Verb
+from podsweeper.objects.base import ObjectReference, Schema, TypeMeta, one_line, validate_json
+from podsweeper.objects.jobs import JobObject, job_from
+from podsweeper.objects.pods import PodObject, pod_from
+from podsweeper.objects.workloads import WorkloadObject, workload_from
+from podsweeper.triggers import (
+    PING_TYPE,
+    REFERENCE_PREFIX,
+    RESOURCE_PREFIX,
+    Ignored,
+    ObjectChange,
+    ReferenceChange,
+    SweepRequest,
+    Trigger,
 )
 
 
-class EventAttributes(_Model):
+class EventAttributes(Schema):
     """The CloudEvent context attributes podsweeper reads."""
 
     id: str = Field(min_length=1, max_length=256)
@@ -50,41 +42,6 @@ class EventAttributes(_Model):
     specversion: str = "1.0"
     time: datetime | None = None
     subject: str | None = None
-
-
-@dataclass(frozen=True)
-class ObjectChange:
-    """Resource mode: the object itself, as watched."""
-
-    verb: Verb
-    obj: Pod | Job | Workload
-
-
-@dataclass(frozen=True)
-class ReferenceChange:
-    """Reference mode: only a name; the object must be read from the API."""
-
-    verb: Verb
-    kind: kinds.TrainingKind | None  # None means a Pod (or a chain's `link`)
-    api_version: str
-    namespace: str
-    name: str
-    link: kinds.Link | None = None  # a chain's JobSet or batch Job
-
-
-@dataclass(frozen=True)
-class SweepRequest:
-    """PingSource tick: sweep every allowed namespace."""
-
-
-@dataclass(frozen=True)
-class Ignored:
-    """Nothing to do, and why: the one "not relevant" answer (2xx, no API request)."""
-
-    reason: str
-
-
-Trigger = ObjectChange | ReferenceChange | SweepRequest | Ignored
 
 
 @dataclass(frozen=True)
@@ -104,7 +61,7 @@ def _type_meta(body: bytes) -> tuple[str, str]:
         if error.errors()[0]["type"] == "json_invalid":
             raise BadEvent("data is not valid JSON") from None
         raise BadEvent(
-            f"data is not a Kubernetes object (needs apiVersion, kind, metadata): {_one_line(error)}"
+            f"data is not a Kubernetes object (needs apiVersion, kind, metadata): {one_line(error)}"
         ) from None
     except RecursionError:
         raise BadEvent("data JSON is nested too deeply") from None
@@ -172,7 +129,7 @@ def parse_event(attributes: Mapping[str, Any], data: bytes | None) -> Intake:
     try:
         attrs = EventAttributes.model_validate(dict(attributes))
     except ValidationError as error:
-        raise BadEvent(f"CloudEvent attributes invalid: {_one_line(error)}") from None
+        raise BadEvent(f"CloudEvent attributes invalid: {one_line(error)}") from None
     event_type = attrs.type
     if event_type == PING_TYPE:
         return Intake(attrs, SweepRequest())

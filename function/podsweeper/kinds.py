@@ -12,6 +12,12 @@ from dataclasses import dataclass
 
 GROUP = "kubeflow.org"  # the v1 training operator's (and the mpi-operator's) group
 TRAINER_GROUP = "trainer.kubeflow.org"
+# The managedBy value each controller writes as its own (a job naming another is not ours
+# to suspend): the training operator's runPolicy.managedBy, the mpi-operator's, Trainer's
+# spec.managedBy.
+TRAINING_OPERATOR_MANAGED_BY = "kubeflow.org/training-operator"
+MPI_OPERATOR_MANAGED_BY = "kubeflow.org/mpi-operator"
+TRAINER_MANAGED_BY = "trainer.kubeflow.org/trainjob-controller"
 
 
 @dataclass(frozen=True)
@@ -76,11 +82,14 @@ class Launcher:
     operator_name: str
     versions: tuple[str, ...]  # the job versions whose operator runs a launcher this way
     managed_by: str  # its operator's own runPolicy.managedBy value
+    manager: str  # its operator, as a reason names it
 
 
 # mpi-operator v0.8.0 (MPIJob v2beta1): `<name>-launcher`, restartPolicy from the Launcher spec,
 # backoffLimit and ttlSecondsAfterFinished from the MPIJob's runPolicy.
-MPI_LAUNCHER = Launcher(BATCH_JOB, "-launcher", "mpi-operator", ("v2beta1",), "kubeflow.org/mpi-operator")
+MPI_LAUNCHER = Launcher(
+    BATCH_JOB, "-launcher", "mpi-operator", ("v2beta1",), MPI_OPERATOR_MANAGED_BY, "the mpi-operator"
+)
 
 
 @dataclass(frozen=True)
@@ -102,6 +111,10 @@ class TrainingKind:
     chain: Chain | None = None
     # Where the job's suspend switch is in its spec.
     suspend_path: tuple[str, ...] = ("runPolicy", "suspend")
+    # Its controller's own managedBy value (any other: podsweeper does not suspend the job),
+    # and that controller as a reason names it. A launcher's operator has its own (Launcher).
+    managed_by: str = TRAINING_OPERATOR_MANAGED_BY
+    manager: str = "the training operator"
     # A pod of the job controlled by a batch Job the job controls (MPIJob v2beta1), if any.
     launcher: Launcher | None = None
 
@@ -146,6 +159,8 @@ TRAINING_KINDS: tuple[TrainingKind, ...] = (
         finished_conditions=("Complete", "Failed"),
         chain=TRAINER_CHAIN,
         suspend_path=("suspend",),
+        managed_by=TRAINER_MANAGED_BY,
+        manager="Trainer",
     ),
 )
 # The kinds whose pods say which job they belong to by the training operator's labels.

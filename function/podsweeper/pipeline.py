@@ -19,12 +19,13 @@ from podsweeper.actions import Applied, carry_out
 from podsweeper.cluster.base import Cluster
 from podsweeper.config import Settings
 from podsweeper.decisions import Decision, Result
-from podsweeper.intake import Ignored, Intake, SweepRequest
+from podsweeper.intake import Intake
 from podsweeper.keeper import EvidenceKeeper
 from podsweeper.passes import JobPassRunner
 from podsweeper.report import log_decision
 from podsweeper.routing import Router
 from podsweeper.sweep import RECLAIMED, SweepEnd, Sweeper, SweepRun
+from podsweeper.triggers import Ignored, SweepRequest
 
 
 @dataclass

@@ -17,9 +17,10 @@ from typing import TextIO
 from podsweeper.cluster.simulated import SimulatedCluster
 from podsweeper.config import Settings
 from podsweeper.errors import BadEvent
-from podsweeper.intake import PING_TYPE, EventAttributes, Intake, ObjectChange, SweepRequest, parse_event
-from podsweeper.objects import json_bytes
+from podsweeper.intake import EventAttributes, Intake, parse_event
+from podsweeper.objects.pages import json_bytes
 from podsweeper.pipeline import Outcome, Pipeline
+from podsweeper.triggers import PING_TYPE, ObjectChange, SweepRequest
 
 
 class MalformedLine(Exception):

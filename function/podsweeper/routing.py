@@ -13,10 +13,10 @@ from podsweeper import kinds
 from podsweeper.cluster.base import Cluster
 from podsweeper.config import Settings
 from podsweeper.evidence import Source, failures_of
-from podsweeper.intake import Ignored, ObjectChange, ReferenceChange, SweepRequest, Trigger
 from podsweeper.keeper import EvidenceKeeper
 from podsweeper.model import JobRef, Pod, Verb
 from podsweeper.triage import JobPass, PassReason, in_scope, triage_object
+from podsweeper.triggers import Ignored, ObjectChange, ReferenceChange, SweepRequest, Trigger
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,10 @@ from podsweeper import metrics
 from podsweeper.cluster.base import Cluster
 from podsweeper.config import Settings, load_settings
 from podsweeper.errors import ApiUnavailable, BadEvent
-from podsweeper.intake import ACCEPTED_TYPES, parse_event
+from podsweeper.intake import parse_event
 from podsweeper.pipeline import Outcome, Pipeline
 from podsweeper.report import setup_logging
+from podsweeper.triggers import ACCEPTED_TYPES
 
 
 class Service:

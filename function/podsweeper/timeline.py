@@ -7,9 +7,9 @@ from typing import Any, TextIO
 
 from podsweeper.decisions import Result
 from podsweeper.evidence import Source
-from podsweeper.intake import ObjectChange, ReferenceChange, SweepRequest
 from podsweeper.model import Job, Pod, Workload
 from podsweeper.replay import ReplayRun, ReplayStep
+from podsweeper.triggers import ObjectChange, ReferenceChange, SweepRequest
 
 
 def _what(step: ReplayStep) -> str:

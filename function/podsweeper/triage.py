@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from podsweeper.config import Settings
-from podsweeper.intake import Ignored, ObjectChange
 from podsweeper.model import Job, JobRef, Pod, Verb, Workload
 from podsweeper.ownership import workload_job
 from podsweeper.rules.no_backoff_limit import unbounded_restart_replicas
+from podsweeper.triggers import Ignored, ObjectChange
 
 
 class PassReason(StrEnum):

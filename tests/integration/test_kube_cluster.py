@@ -15,16 +15,15 @@ import yaml
 from kubernetes import client
 
 from podsweeper import kinds
-from podsweeper.cluster import kube
-from podsweeper.cluster.kube import KubeCluster, load_api_client
+from podsweeper.cluster.kube import KubeCluster, calls, load_api_client
 from podsweeper.config import Settings
 from podsweeper.decisions import Result
 from podsweeper.errors import ApiUnavailable
 from podsweeper.model import EventRecord, FinishMark, JobRef
-from podsweeper.objects import parse_pod
 from podsweeper.service import Service
 from tests.fixtures.builders import at, event, ping, split
 from tests.fixtures.builders import container_status as cs
+from tests.fixtures.parse import parse_pod
 from tests.integration.k8s import Operator
 from tests.integration.trainer_objects import trainer_namespace
 
@@ -61,7 +60,7 @@ def test_list_job_pods_by_label_follows_pagination(cluster, operator, namespace,
     operator.create_pod(job, "Master", 0)
     other = operator.create_job(name="other")
     operator.create_pod(other, "Worker", 0)
-    monkeypatch.setattr(kube, "PAGE_SIZE", 2)
+    monkeypatch.setattr(calls, "PAGE_SIZE", 2)
     pods = cluster.list_job_pods(JobRef(PYTORCH, namespace, "pytest"))
     assert sorted(p.name for p in pods) == ["pytest-master-0"] + [f"pytest-worker-{i}" for i in range(6)]
     assert all(p.job.uid == job["metadata"]["uid"] for p in pods)

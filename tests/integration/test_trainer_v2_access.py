@@ -2,7 +2,7 @@
 function makes for a TrainJob's chain (TrainJob -> JobSet -> batch Job -> Pod) is allowed by
 knative/function-rbac.yaml, and what it must never do is refused.
 
-The function's v2 calls (podsweeper/cluster/kube.py): GET and LIST trainjobs, and PATCH one's
+The function's v2 calls (podsweeper/cluster/kube/): GET and LIST trainjobs, and PATCH one's
 spec.suspend (uid in the merge patch); GET and LIST jobsets (a namespace or all of them); LIST
 batch Jobs by `jobset.sigs.k8s.io/jobset-name` (GET one only for a Reference-mode event);
 DELETE a JobSet or batch Job with preconditions.uid and propagationPolicy Background; Events,
@@ -79,7 +79,7 @@ def test_function_reads_a_trainjob_and_its_chain(cluster, function_api, trainer)
     assert js["metadata"]["uid"] in {w.uid for w in cluster.list_workloads(JOBSET, None, "")}
 
     # The batch Jobs, by label, in the namespace and across all of them (the sweep): allowed.
-    # (What kube.py makes of the answer is test_batch_jobs_listed_by_the_function_are_read.)
+    # (What cluster/kube/ makes of the answer is test_batch_jobs_listed_by_the_function_are_read.)
     batch = client.BatchV1Api(function_api)
     listed = batch.list_namespaced_job(ns, label_selector=f"{NAME_LABEL}=tj").items
     assert [j.metadata.uid for j in listed] == [job["metadata"]["uid"]]
@@ -272,7 +272,7 @@ def enforcing_plane():
 
 
 def test_configmaps_owned_by_a_trainjob_need_no_finalizers_grant(enforcing_plane):
-    """kube.py writes its ConfigMaps' ownerReference (evidence, finish mark) with
+    """cluster/kube/records.py writes its ConfigMaps' ownerReference (evidence, finish mark) with
     blockOwnerDeletion false: the plugin then asks nothing beyond creating and replacing the
     ConfigMap, so the ClusterRole needs no `update trainjobs/finalizers`. The control: the
     same ownerReference with blockOwnerDeletion true is refused to the function, so the

@@ -83,7 +83,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "failed-not-finished",
-        "objects.py",
+        "objects/base.py",
         "finished = failure if failure in true else success if success in true else None",
         "finished = None if failure in true else success if success in true else None",
         "a job with a Failed condition is treated as not finished",
@@ -196,7 +196,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "suspend-kueue-job",
-        "objects.py",
+        "objects/jobs.py",
         "    if KUEUE_QUEUE_LABEL in labels:",
         "    if False:",
         "a job Kueue queues is suspended by podsweeper (Kueue drives suspend itself)",
@@ -271,7 +271,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "known-bug-3-real-finish-mark-by-name",
-        "cluster/kube.py",
+        "cluster/kube/records.py",
         '        if not data.get("condition") or not any(o.get("uid") == job.uid for o in owners):',
         '        if not data.get("condition"):',
         "KNOWN BUG 3 in the real client: the finish mark of an earlier TrainJob of the name counts",
@@ -289,7 +289,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # -- safety points without a mutant before ----------------------------------------------
     Mutant(
         "real-uid-precondition",
-        "cluster/kube.py",
+        "cluster/kube/writes.py",
         "            preconditions=client.V1Preconditions(uid=uid, resource_version=resource_version or None),",
         "            preconditions=client.V1Preconditions(resource_version=resource_version or None),",
         "the real client deletes without the uid precondition: a pod re-created under the name goes",
@@ -297,7 +297,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "real-resource-version-precondition",
-        "cluster/kube.py",
+        "cluster/kube/writes.py",
         "            preconditions=client.V1Preconditions(uid=uid, resource_version=resource_version or None),",
         "            preconditions=client.V1Preconditions(uid=uid),",
         "the real client deletes without the resourceVersion precondition: a pod changed since it was "
@@ -421,7 +421,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "bad-input-echoed",
-        "objects.py",
+        "objects/base.py",
         "    return f\"{where}: {first['msg']}\"",
         "    return f\"{where}: {first['msg']} (got {first.get('input')!r})\"",
         "secrets: a 400 answer (and its log line) quotes the invalid input, a pod's env value with it",

@@ -65,7 +65,7 @@ from podsweeper.cluster.simulated import SimulatedCluster
 from podsweeper.config import Settings, load_settings
 from podsweeper.intake import parse_event
 from podsweeper.model import Node, NodeReady
-from podsweeper.objects import json_bytes
+from podsweeper.objects.pages import json_bytes
 from podsweeper.pipeline import Pipeline
 from podsweeper.replay import replay
 from tests.reliability import figures, seeds
@@ -613,7 +613,7 @@ def test_live_notifications_late_duplicated_or_lost_then_sweep(scenario, rng: ra
 
 def _parsed(e: WorldEvent):
     """The world change as the simulated API server stores it."""
-    from podsweeper.objects import parse_job, parse_pod, parse_workload
+    from tests.fixtures.parse import parse_job, parse_pod, parse_workload
     from tests.reliability.world import render_object
 
     obj = render_object(e.spec)

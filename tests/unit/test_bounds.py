@@ -17,10 +17,10 @@ from podsweeper.config import Settings
 from podsweeper.decisions import Result
 from podsweeper.errors import ApiUnavailable
 from podsweeper.intake import parse_event
-from podsweeper.objects import parse_job, parse_pod
 from podsweeper.pipeline import Pipeline
 from podsweeper.sweep import SweepEnd
 from tests.fixtures.builders import at, event, job, ping, pod, split
+from tests.fixtures.parse import parse_job, parse_pod
 
 SUCCEEDED = [("Created", at(0)), ("Running", at(2)), ("Succeeded", at(30))]
 

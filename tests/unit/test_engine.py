@@ -10,13 +10,13 @@ import pytest
 from podsweeper.config import Settings
 from podsweeper.decisions import Action, Rule
 from podsweeper.engine import decide_job, decide_pods, decide_stuck
-from podsweeper.intake import Ignored
 from podsweeper.model import Node, NodeReady
-from podsweeper.objects import parse_job, parse_pod
 from podsweeper.triage import in_scope
+from podsweeper.triggers import Ignored
 from tests.fixtures.builders import at, job, pod
 from tests.fixtures.builders import container_status as cs
 from tests.fixtures.mpi import mpijob
+from tests.fixtures.parse import parse_job, parse_pod
 
 
 def decide_new_job(j, settings):

@@ -22,12 +22,12 @@ from podsweeper.evidence import (
 )
 from podsweeper.intake import parse_event
 from podsweeper.model import Verb
-from podsweeper.objects import parse_job, parse_pod, parse_workload
 from podsweeper.pipeline import Pipeline
 from podsweeper.timeline import print_evidence
 from tests.fixtures import trainer as v2
 from tests.fixtures.builders import SECRET, at, event, job, pod, split
 from tests.fixtures.builders import container_status as cs
+from tests.fixtures.parse import parse_job, parse_pod, parse_workload
 
 TERMINATED = Source.TERMINATED
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from podsweeper import kinds, model, objects, ownership
-from podsweeper.cluster import kube
+from podsweeper import kinds, model, ownership
+from podsweeper.cluster.kube import records, writes
+from podsweeper.objects import jobs
 from tests.fixtures import builders, facts
 
 
@@ -47,6 +48,7 @@ KIND_FIELDS = (
     ("top_level_clean_pod_policy", "top_level_clean_pod_policy"),
     ("finished_conditions", "finished"),
     ("suspend_path", "suspend_path"),
+    ("managed_by", "managed_by"),
 )
 
 
@@ -166,13 +168,18 @@ LABELS = [
         ("training.kubeflow.org/job-name", "group-name=kubeflow.org,job-name"),
     ),
     ("ownership.CHAIN_POD_SELECTORS", ownership.CHAIN_POD_SELECTORS, ("jobset.sigs.k8s.io/jobset-name",)),
-    ("objects.KUEUE_QUEUE_LABEL", objects.KUEUE_QUEUE_LABEL, facts.KUEUE_QUEUE_LABEL),
-    ("objects.TRAINING_OPERATOR", objects.TRAINING_OPERATOR, facts.TRAINING_OPERATOR_MANAGED_BY),
-    ("objects.TRAINER_CONTROLLER", objects.TRAINER_CONTROLLER, facts.TRAINER_MANAGED_BY),
+    ("objects.jobs.KUEUE_QUEUE_LABEL", jobs.KUEUE_QUEUE_LABEL, facts.KUEUE_QUEUE_LABEL),
+    (
+        "kinds.TRAINING_OPERATOR_MANAGED_BY",
+        kinds.TRAINING_OPERATOR_MANAGED_BY,
+        facts.TRAINING_OPERATOR_MANAGED_BY,
+    ),
+    ("kinds.MPI_OPERATOR_MANAGED_BY", kinds.MPI_OPERATOR_MANAGED_BY, facts.MPI_OPERATOR_MANAGED_BY),
+    ("kinds.TRAINER_MANAGED_BY", kinds.TRAINER_MANAGED_BY, facts.TRAINER_MANAGED_BY),
     ("model.SKIP_ANNOTATION", model.SKIP_ANNOTATION, facts.SKIP_ANNOTATION),
-    ("kube.EVIDENCE_LABEL", kube.EVIDENCE_LABEL, facts.EVIDENCE_LABEL),
-    ("kube.FINISH_MARK_LABEL", kube.FINISH_MARK_LABEL, facts.FINISH_MARK_LABEL),
-    ("kube.PROGRESS_ANNOTATION", kube.PROGRESS_ANNOTATION, facts.PROGRESS_ANNOTATION),
+    ("kube.records.EVIDENCE_LABEL", records.EVIDENCE_LABEL, facts.EVIDENCE_LABEL),
+    ("kube.records.FINISH_MARK_LABEL", records.FINISH_MARK_LABEL, facts.FINISH_MARK_LABEL),
+    ("kube.writes.PROGRESS_ANNOTATION", writes.PROGRESS_ANNOTATION, facts.PROGRESS_ANNOTATION),
 ]
 
 

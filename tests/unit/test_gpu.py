@@ -12,10 +12,10 @@ from podsweeper.cluster.simulated import SimulatedCluster
 from podsweeper.config import Settings
 from podsweeper.intake import parse_event
 from podsweeper.model import Verb
-from podsweeper.objects import parse_job, parse_pod, parse_workload
 from podsweeper.pipeline import Pipeline
 from tests.fixtures import trainer as v2
 from tests.fixtures.builders import at, event, job, ping, pod, split
+from tests.fixtures.parse import parse_job, parse_pod, parse_workload
 
 SUCCEEDED = [("Created", at(0)), ("Running", at(2)), ("Succeeded", at(30))]
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from podsweeper.errors import BadEvent
-from podsweeper.intake import Ignored, ObjectChange, ReferenceChange, SweepRequest, parse_event
+from podsweeper.intake import parse_event
 from podsweeper.model import Job, Pod
+from podsweeper.triggers import Ignored, ObjectChange, ReferenceChange, SweepRequest
 from tests.fixtures.builders import at, event, job, ping, pod, split
 
 

@@ -16,10 +16,10 @@ from podsweeper.engine import decide_chain as decide_lineage
 from podsweeper.intake import parse_event
 from podsweeper.lineage import Lineage
 from podsweeper.model import Verb
-from podsweeper.objects import parse_job, parse_pod, parse_workload
 from podsweeper.pipeline import Pipeline
 from tests.fixtures import trainer as v2
 from tests.fixtures.builders import at, event, ping, split, stamp
+from tests.fixtures.parse import parse_job, parse_pod, parse_workload
 
 FINISHED = [("Complete", at(50))]
 

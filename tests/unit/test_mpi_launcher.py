@@ -12,10 +12,10 @@ from podsweeper.config import Settings
 from podsweeper.decisions import Result, Rule
 from podsweeper.intake import parse_event
 from podsweeper.model import JobRef
-from podsweeper.objects import parse_job, parse_pod, parse_workload
 from podsweeper.pipeline import Pipeline
 from tests.fixtures.builders import at, event, ping, split, stamp
 from tests.fixtures.mpi import launcher_job, launcher_pod, mpijob, worker
+from tests.fixtures.parse import parse_job, parse_pod, parse_workload
 
 SUCCEEDED = (("Created", at(0)), ("Running", at(2)), ("Succeeded", at(30)))
 FAILED = (("Created", at(0)), ("Failed", at(30)))

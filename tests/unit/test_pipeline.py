@@ -8,10 +8,10 @@ from podsweeper.cluster.simulated import SimulatedCluster
 from podsweeper.config import Settings
 from podsweeper.decisions import Result, Rule
 from podsweeper.intake import parse_event
-from podsweeper.objects import parse_job, parse_pod
 from podsweeper.pipeline import Pipeline
 from tests.fixtures.builders import at, event, job, ping, pod, split
 from tests.fixtures.builders import container_status as cs
+from tests.fixtures.parse import parse_job, parse_pod
 
 SUCCEEDED = [("Created", at(0)), ("Running", at(2)), ("Succeeded", at(30))]
 RUNNING_ONLY = [("Created", at(0)), ("Running", at(2))]

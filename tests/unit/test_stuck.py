@@ -12,10 +12,10 @@ from podsweeper.config import Settings
 from podsweeper.decisions import Action, Result, Rule
 from podsweeper.intake import parse_event
 from podsweeper.model import Node, NodeReady, Verb
-from podsweeper.objects import parse_job, parse_pod, parse_workload
 from podsweeper.pipeline import Pipeline
 from tests.fixtures import trainer as v2
 from tests.fixtures.builders import at, job, ping, pod, split
+from tests.fixtures.parse import parse_job, parse_pod, parse_workload
 
 SUCCEEDED = [("Created", at(0)), ("Running", at(2)), ("Succeeded", at(30))]
 
@@ -146,7 +146,7 @@ def test_a_plain_jobsets_pod_is_never_forced():
 def test_a_nodes_ready_condition_is_read_strictly():
     """Anything but True/False/Unknown is unreadable (kube.get_node then counts it Ready)."""
     from podsweeper.errors import BadEvent
-    from podsweeper.objects import decode_node
+    from podsweeper.objects.nodes import decode_node
 
     def body(*conditions):
         return json.dumps({"metadata": {"name": "n"}, "status": {"conditions": list(conditions)}})

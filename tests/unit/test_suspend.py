@@ -13,10 +13,10 @@ from podsweeper.config import Settings
 from podsweeper.decisions import Action, Result, Rule
 from podsweeper.engine import decide_pods
 from podsweeper.intake import parse_event
-from podsweeper.objects import parse_job, parse_pod
 from podsweeper.pipeline import Pipeline
 from tests.fixtures.builders import at, event, job, pod, split
 from tests.fixtures.builders import container_status as cs
+from tests.fixtures.parse import parse_job, parse_pod
 
 RUNNING = [("Created", at(0)), ("Running", at(2))]
 SUSPEND = {"crashloop_action": "suspend"}

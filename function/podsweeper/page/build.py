@@ -15,13 +15,13 @@ from datetime import UTC, datetime, timedelta
 
 from podsweeper import kinds
 from podsweeper.decisions import Action, Decision, Result
-from podsweeper.intake import Ignored, ObjectChange
 from podsweeper.kinds import TrainingKind
 from podsweeper.model import Job, JobRef, Pod, Verb, Workload
 from podsweeper.ownership import workload_job
 from podsweeper.page.model import DecisionView, EvidenceView, JobView, Mark, Page, Row, Span
 from podsweeper.page.states import Seen, job_facts, job_state, pod_state, trigger_text, workload_state
 from podsweeper.replay import ReplayRun, ReplayStep
+from podsweeper.triggers import Ignored, ObjectChange
 
 NO_JOB = ("", "", "")  # the group of pods that name no training job
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from podsweeper.intake import Ignored, ObjectChange, SweepRequest
 from podsweeper.kinds import TrainingKind
 from podsweeper.model import Job, Pod, Verb, Workload
 from podsweeper.replay import ReplayStep
+from podsweeper.triggers import Ignored, ObjectChange, SweepRequest
 
 
 @dataclass

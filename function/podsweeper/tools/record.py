@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from podsweeper.model import Verb
+from podsweeper.triggers import RESOURCE_PREFIX, event_type
 
 # -- the adapter's event format ---------------------------------------------------------------
 
@@ -89,7 +90,7 @@ def make_event(
         "specversion": "1.0",
         "id": event_id or str(uuid.uuid4()),
         "source": source,
-        "type": f"dev.knative.apiserver.{'ref' if ref else 'resource'}.{Verb(verb).value}",
+        "type": event_type(Verb(verb), reference=ref),
         "subject": subject_for(api_version, kind, namespace, name),
         "time": rfc3339(at or datetime.now(UTC)),
         "datacontenttype": "application/json",
@@ -105,7 +106,7 @@ def make_event(
 
 
 def _describe(event: dict[str, Any]) -> str:
-    data = event["data"] if event["type"].startswith("dev.knative.apiserver.resource.") else {}
+    data = event["data"] if event["type"].startswith(RESOURCE_PREFIX) else {}
     status = (data or {}).get("status") or {}
     detail = status.get("phase") or ",".join(
         c.get("type", "?") for c in status.get("conditions") or [] if c.get("status") == "True"

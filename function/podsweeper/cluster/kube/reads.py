@@ -1,0 +1,158 @@
+"""Reading the cluster's objects: jobs, pods, a chain's workloads, nodes, container logs.
+
+Each answer goes through the same typed edge as event payloads (objects/), straight from the
+API's bytes; an object the edge cannot read is logged and left out, never half-understood.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+
+from kubernetes.client.exceptions import ApiException
+
+from podsweeper import kinds
+from podsweeper.cluster.kube.calls import Calls, can_exist, can_label, log
+from podsweeper.errors import BadEvent
+from podsweeper.model import Job, JobRef, Node, NodeReady, Pod, Workload
+from podsweeper.objects.jobs import decode_job
+from podsweeper.objects.nodes import decode_node
+from podsweeper.objects.pages import parse_job_page, parse_pod_page, parse_workload_page
+from podsweeper.objects.pods import decode_pod
+from podsweeper.objects.workloads import decode_workload
+from podsweeper.ownership import CHAIN_POD_SELECTORS, TRAINING_POD_SELECTORS, job_pod_selectors
+
+
+class Reads(Calls):
+    def get_job(self, ref: JobRef) -> Job | None:
+        if not can_exist(ref.namespace, ref.name):
+            return None
+        body = self._request(
+            f"get {ref.kind.plural} {ref.namespace}/{ref.name}",
+            self.custom.get_namespaced_custom_object,
+            ref.kind.group,
+            ref.version,
+            ref.namespace,
+            ref.kind.plural,
+            ref.name,
+        )
+        return self._decoded(decode_job, body)
+
+    def get_pod(self, namespace: str, name: str) -> Pod | None:
+        if not can_exist(namespace, name):
+            return None
+        body = self._request(f"get pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace)
+        return self._decoded(decode_pod, body)
+
+    def list_job_pods(self, ref: JobRef, all_label_sets: bool = False) -> list[Pod]:
+        """LIST by the v1.6+ label; by the pre-v1.6 labels when that finds nothing, or always
+        when `all_label_sets` (the sweep saw legacy-only pods of this job).
+
+        An operator labels all pods of a job alike, so a finished job's event costs one LIST;
+        a job whose operator was upgraded mid-job is completed by the sweep.
+        """
+        if not can_label(ref.namespace, ref.name):
+            return []
+        found: dict[str, Pod] = {}  # by uid: a pod may carry both label sets
+        for selector in job_pod_selectors(ref):
+            if found and not all_label_sets:
+                break
+            for pod in self._paged(
+                parse_pod_page,
+                f"list pods of {ref.namespace}/{ref.name}",
+                self.core.list_namespaced_pod,
+                ref.namespace,
+                label_selector=selector,
+            ):
+                found.setdefault(pod.uid, pod)
+        return list(found.values())
+
+    def get_node(self, name: str) -> Node | None:
+        if not can_exist("default", name):  # nodes are cluster-scoped: check the name only
+            return None
+        body = self._request(f"get node {name}", self.core.read_node, name)
+        if body is None:
+            return None
+        try:
+            return decode_node(body)
+        except BadEvent as error:
+            # Unreadable is not "gone": report it as Ready so the rule does nothing.
+            log.warning("ignoring a node the API returned: %s", error)
+            return Node(name, NodeReady.TRUE)
+
+    def get_workload(self, link: kinds.Link, namespace: str, name: str) -> Workload | None:
+        if not can_exist(namespace, name):
+            return None
+        body = self._request(
+            f"get {link.plural} {namespace}/{name}",
+            self.custom.get_namespaced_custom_object,
+            link.group,
+            link.version,
+            namespace,
+            link.plural,
+            name,
+        )
+        return self._decoded(decode_workload, body)
+
+    def list_workloads(self, link: kinds.Link, namespace: str | None, selector: str) -> Iterator[Workload]:
+        yield from self._listed(
+            functools.partial(parse_workload_page, listed=link),
+            f"list {link.plural} {selector}",
+            namespace,
+            self.custom.list_cluster_custom_object,
+            self.custom.list_namespaced_custom_object,
+            group=link.group,
+            version=link.version,
+            plural=link.plural,
+            label_selector=selector,
+        )
+
+    def list_training_pods(self, namespace: str | None, chained: bool = False) -> Iterator[Pod]:
+        what = "list training pods" if namespace is None else f"list training pods in {namespace}"
+        seen: set[str] = set()  # a pod may carry both label sets
+        for selector in TRAINING_POD_SELECTORS + (CHAIN_POD_SELECTORS if chained else ()):
+            pods = self._listed(
+                parse_pod_page,
+                what,
+                namespace,
+                self.core.list_pod_for_all_namespaces,
+                self.core.list_namespaced_pod,
+                label_selector=selector,
+            )
+            for pod in pods:
+                if pod.uid not in seen:
+                    seen.add(pod.uid)
+                    yield pod
+
+    def list_jobs(self, namespace: str | None, kind: kinds.TrainingKind | None = None) -> Iterator[Job]:
+        for listed in kinds.TRAINING_KINDS if kind is None else (kind,):
+            for version in listed.versions:
+                yield from self._listed(
+                    parse_job_page,
+                    f"list {listed.plural}.{version}",
+                    namespace,
+                    self.custom.list_cluster_custom_object,
+                    self.custom.list_namespaced_custom_object,
+                    group=listed.group,
+                    version=version,
+                    plural=listed.plural,
+                )
+
+    def container_log(
+        self, namespace: str, pod: str, container: str, previous: bool, lines: int, limit_bytes: int
+    ) -> str | None:
+        try:
+            body = self._request(
+                f"read log of {namespace}/{pod}/{container}",
+                self.core.read_namespaced_pod_log,
+                pod,
+                namespace,
+                container=container,
+                previous=previous,
+                tail_lines=lines,
+                limit_bytes=limit_bytes,
+                conflicts=(400, 403, 409, 500, 502, 503),
+            )
+        except ApiException:  # no such run or log (e.g. a node that serves none): keep the rest
+            return None
+        return body.decode(errors="replace") if body else None

@@ -1,0 +1,130 @@
+"""Acting on the cluster: deletes and suspends under preconditions, and Warning Events.
+
+A delete names the uid (and, for a pod, the resourceVersion) it decided on, a suspend the
+job's uid: an object re-created under the name, or changed since it was read, is refused by
+the API (409), never acted on. An Event repeated bumps its count only on new progress.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from podsweeper import kinds
+from podsweeper.cluster.kube.calls import Calls
+from podsweeper.decisions import Result
+from podsweeper.model import EventRecord, JobRef
+
+# On podsweeper's Warning Events: the restart count the last write was about.
+PROGRESS_ANNOTATION = "podsweeper.dev/restarts"
+
+
+class Writes(Calls):
+    def delete_pod(
+        self, namespace: str, name: str, uid: str, resource_version: str = "", force: bool = False
+    ) -> Result:
+        body = client.V1DeleteOptions(
+            preconditions=client.V1Preconditions(uid=uid, resource_version=resource_version or None),
+            grace_period_seconds=0 if force else None,
+        )
+        try:
+            found = self._request(
+                f"delete pod {namespace}/{name}", self.core.delete_namespaced_pod, name, namespace, body=body
+            )
+        except ApiException:  # only 409 gets here: a precondition failed
+            return Result.CONFLICT
+        return Result.GONE if found is None else Result.DELETED
+
+    def delete_workload(self, link: kinds.Link, namespace: str, name: str, uid: str) -> Result:
+        # Background: the garbage collector removes what it controls (Jobs, pods) after it.
+        body = {"propagationPolicy": "Background", "preconditions": {"uid": uid}}
+        try:
+            found = self._request(
+                f"delete {link.plural} {namespace}/{name}",
+                self.custom.delete_namespaced_custom_object,
+                link.group,
+                link.version,
+                namespace,
+                link.plural,
+                name,
+                body=body,
+            )
+        except ApiException:  # only 409 gets here: the uid precondition failed
+            return Result.CONFLICT
+        return Result.GONE if found is None else Result.DELETED
+
+    def suspend_job(self, ref: JobRef) -> Result:
+        # The uid in a merge patch is a precondition: a job re-created under this name has
+        # another uid, and the API refuses to change it (409 or 422).
+        switch: dict[str, Any] = {"suspend": True}
+        for key in reversed(ref.kind.suspend_path[:-1]):
+            switch = {key: switch}
+        patch = {"metadata": {"uid": ref.uid}, "spec": switch}
+        try:
+            found = self._request(
+                f"suspend {ref.kind.plural} {ref.namespace}/{ref.name}",
+                self.custom.patch_namespaced_custom_object,
+                ref.kind.group,
+                ref.version,
+                ref.namespace,
+                ref.kind.plural,
+                ref.name,
+                patch,
+                conflicts=(409, 422),
+            )
+        except ApiException:
+            return Result.CONFLICT
+        return Result.GONE if found is None else Result.SUSPENDED
+
+    def record_event(self, event: EventRecord) -> bool:
+        ref, stamp = event.involved, event.time.isoformat().replace("+00:00", "Z")
+        marks = {PROGRESS_ANNOTATION: str(event.progress)} if event.progress is not None else {}
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": event.name, "namespace": ref.namespace, "annotations": marks},
+            "involvedObject": {
+                "apiVersion": ref.api_version or ref.kind.api_version(ref.version),
+                "kind": ref.kind.kind,
+                "name": ref.name,
+                "namespace": ref.namespace,
+                "uid": ref.uid or "",
+            },
+            "type": event.type,
+            "reason": event.reason,
+            "message": event.message,
+            "source": {"component": "podsweeper"},
+            "reportingComponent": "podsweeper",
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        try:
+            self._call(f"create event {event.name}", self.core.create_namespaced_event, ref.namespace, body)
+            return True
+        except ApiException:  # 409: the same warning again -> bump its count
+            pass
+        current = (
+            self._call(f"get event {event.name}", self.core.read_namespaced_event, event.name, ref.namespace)
+            or {}
+        )
+        before = ((current.get("metadata") or {}).get("annotations") or {}).get(PROGRESS_ANNOTATION)
+        if (
+            event.progress is not None
+            and before is not None
+            and before.isdigit()
+            and event.progress <= int(before)
+        ):
+            return False  # nothing new since the last one: its count must not follow our passes
+        patch = {
+            "metadata": {"annotations": marks},
+            "count": int(current.get("count") or 1) + 1,
+            "lastTimestamp": stamp,
+            "message": event.message,
+        }
+        self._call(
+            f"patch event {event.name}", self.core.patch_namespaced_event, event.name, ref.namespace, patch
+        )
+        return True
