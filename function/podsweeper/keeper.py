@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from podsweeper.actions import Applied
-from podsweeper.cluster.base import Cluster, JobUnknown
+from podsweeper.cluster.base import Cluster
 from podsweeper.config import Settings
 from podsweeper.decisions import Decision
 from podsweeper.errors import ApiUnavailable
@@ -76,10 +76,7 @@ class EvidenceKeeper:
         if not job.uid:
             # A pod tied to its job by labels only (a chain's, or an ownerless v1 pod): the
             # store is owned by the job, so read its uid (one GET, only for a new failure).
-            try:
-                owner = cluster.get_job(job)
-            except JobUnknown:
-                owner = None
+            owner = cluster.get_job(job)
             if owner is None:
                 self._remember(new)  # no job to keep it with: do not ask again
                 return 0

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from podsweeper import engine
-from podsweeper.cluster.base import Cluster, JobUnknown
+from podsweeper.cluster.base import Cluster
 from podsweeper.config import Settings
 from podsweeper.decisions import Action, Decision, Target
 from podsweeper.evidence import Source, failures_of
@@ -74,12 +74,12 @@ class JobPassRunner:
 
     def run(self, work: JobPass, cluster: Cluster, now: datetime) -> PassResult:
         """Re-read the job (and, when a rule may apply, its pods) and decide on that."""
-        try:
-            if work.ref.kind.chain is not None:
-                return self.chain(work, cluster, now)
-            return self.v1(work, cluster, now)
-        except JobUnknown as unknown:  # only a replay cannot tell: it never saw the job
-            return PassResult([], f"job unknown, not gone: {unknown}", 0)
+        if not cluster.knows_job(work.ref):  # only a replay cannot tell: it never saw the job
+            ref = work.ref
+            return PassResult([], f"job unknown, not gone: {ref.kind.kind} {ref.namespace}/{ref.name}", 0)
+        if work.ref.kind.chain is not None:
+            return self.chain(work, cluster, now)
+        return self.v1(work, cluster, now)
 
     def v1(self, work: JobPass, cluster: Cluster, now: datetime) -> PassResult:
         job = cluster.get_job(work.ref)

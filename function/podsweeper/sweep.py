@@ -17,7 +17,7 @@ from enum import StrEnum
 
 from podsweeper import engine, kinds, metrics
 from podsweeper.actions import Applied
-from podsweeper.cluster.base import Cluster, JobUnknown
+from podsweeper.cluster.base import Cluster
 from podsweeper.config import Settings
 from podsweeper.decisions import Action, Decision, Result
 from podsweeper.errors import ApiUnavailable
@@ -211,10 +211,7 @@ class Sweeper:
                 continue
             if pod.job.kind.chain is not None and not self._chain_proven(pod, cluster):
                 continue
-            try:
-                job = cluster.get_job(pod.job)
-            except JobUnknown:
-                job = None
+            job = cluster.get_job(pod.job)
             if pod.node not in nodes:
                 nodes[pod.node] = cluster.get_node(pod.node)
             decided += engine.decide_stuck(pod, nodes[pod.node], job, now, self.settings)

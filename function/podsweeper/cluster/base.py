@@ -10,13 +10,13 @@ from podsweeper.kinds import Link, TrainingKind
 from podsweeper.model import EventRecord, FinishMark, Job, JobRef, Node, Pod, Workload
 
 
-class JobUnknown(Exception):
-    """The replay has never seen this job: neither present nor known to be gone."""
-
-
 class Cluster(Protocol):
     def get_job(self, ref: JobRef) -> Job | None:
-        """The job as it is now; None on 404. Raises JobUnknown only in a replay."""
+        """The job as it is now; None on 404 (or, in a replay, when the stream never showed it)."""
+
+    def knows_job(self, ref: JobRef) -> bool:
+        """Whether this cluster can tell if the job exists: the API always can (a 404 says it
+        is gone); a replay cannot for a job its stream never showed, and then no pass decides."""
 
     def get_pod(self, namespace: str, name: str) -> Pod | None:
         """The pod as it is now; None on 404."""

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from itertools import count
 from typing import Any
 
-from podsweeper.cluster.base import JobUnknown
 from podsweeper.decisions import Result
 from podsweeper.evidence import decode, encode, store_name
 from podsweeper.kinds import Link, TrainingKind
@@ -194,12 +193,10 @@ class SimulatedCluster:
         return self
 
     def get_job(self, ref: JobRef) -> Job | None:
-        job = self.jobs.get(ref.key)
-        if job is not None:
-            return job
-        if ref.key in self.gone_jobs:
-            return None
-        raise JobUnknown(f"{ref.kind.kind} {ref.namespace}/{ref.name} never appeared in the stream")
+        return self.jobs.get(ref.key)
+
+    def knows_job(self, ref: JobRef) -> bool:
+        return ref.key in self.jobs or ref.key in self.gone_jobs
 
     def get_pod(self, namespace: str, name: str) -> Pod | None:
         return self.pods.get((namespace, name))

@@ -24,6 +24,9 @@ from podsweeper.ownership import CHAIN_POD_SELECTORS, TRAINING_POD_SELECTORS, jo
 
 
 class Reads(Calls):
+    def knows_job(self, ref: JobRef) -> bool:
+        return True  # a 404 says the job is gone
+
     def get_job(self, ref: JobRef) -> Job | None:
         if not can_exist(ref.namespace, ref.name):
             return None
