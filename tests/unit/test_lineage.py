@@ -268,6 +268,11 @@ def test_unbounded_jobset_restarts_are_warned_once_on_the_trainjob():
     assert handle(cluster, event("update", js, at(2))).applied == []  # only a new JobSet
     bounded = v2.jobset(tj, failure_actions=("FailJobSet", "RestartJobSet"))
     assert handle(world(tj, bounded), event("add", bounded, at(1))).applied == []
+    # A deadline ends it whatever the failurePolicy says: nothing to warn about.
+    deadline = v2.trainjob(conditions=[("Created", at(0))])
+    deadline["spec"]["activeDeadlineSeconds"] = 3600
+    unbounded = v2.jobset(deadline, failure_actions=("RestartJobSetAndIgnoreMaxRestarts",))
+    assert handle(world(deadline, unbounded), event("add", unbounded, at(1))).applied == []
 
 
 def test_the_evidence_of_failed_pods_is_kept_before_their_jobset_goes():
