@@ -163,6 +163,8 @@ class Job:
     # Failed, but its operator still runs it (MPIJob v2beta1 Failed without completionTime,
     # kinds.Launcher): since when, and the condition's reason. `finished` stays None for it.
     failed_unsettled_at: datetime | None = None
+    # The reason of the failure condition: an unsettled MPIJob's, or a Failed TrainJob's
+    # (Trainer's DeadlineExceeded).
     failed_reason: str = ""
 
     @property

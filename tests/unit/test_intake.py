@@ -8,7 +8,9 @@ from podsweeper.errors import BadEvent
 from podsweeper.intake import parse_event
 from podsweeper.model import Job, Pod
 from podsweeper.triggers import Ignored, ObjectChange, ReferenceChange, SweepRequest
+from tests.fixtures import trainer as v2
 from tests.fixtures.builders import at, event, job, ping, pod, split
+from tests.fixtures.parse import parse_job
 
 
 def parse(raw):
@@ -75,3 +77,13 @@ def test_bad_job_spec_is_bad_event():
     raw["data"]["spec"]["runPolicy"] = {"backoffLimit": "never"}
     with pytest.raises(BadEvent, match="runPolicy"):
         parse(raw)
+
+
+def test_a_failed_trainjob_says_why_it_failed():
+    """Trainer's DeadlineExceeded is the one Failed reason it never erases (rule
+    deadline-exceeded-jobset-running reads it); a running TrainJob says no reason."""
+    failed = v2.trainjob(conditions=[("Created", at(0)), ("Failed", at(8))])
+    failed["status"]["conditions"][-1]["reason"] = "DeadlineExceeded"
+    assert parse_job(failed).failed_reason == "DeadlineExceeded"
+    assert parse_job(failed).finished == "Failed"
+    assert parse_job(v2.trainjob(conditions=[("Created", at(0))])).failed_reason == ""

@@ -83,6 +83,14 @@ def finished_state(
     return finished, since, "Suspended" in true
 
 
+def condition_reason(status: JobStatus | None, condition: str) -> str:
+    """The reason of a "True" condition of this type ("" when none says one)."""
+    true = (
+        [c for c in (status.conditions or ()) if c.type == condition and c.status == "True"] if status else []
+    )
+    return true[0].reason or "" if true else ""
+
+
 class TypeMeta(Schema):
     """What every Kubernetes object says about itself; read when nothing else tells the kind."""
 

@@ -19,6 +19,7 @@ from podsweeper.objects.base import (
     JobStatus,
     ObjectMeta,
     Schema,
+    condition_reason,
     finished_state,
     validate_json,
     validate_part,
@@ -101,8 +102,7 @@ def job_from(obj: JobObject) -> Job:
         # Failed without completionTime (a worker evicted, mpi-operator#647): the operator still
         # reconciles it and re-creates any pod deleted. Not finished, for the pod rules.
         unsettled_at = finished_at or obj.metadata.creationTimestamp
-        failed = [c for c in status.conditions or () if c.type == finished and c.status == "True"]
-        failed_reason = failed[0].reason or "" if failed else ""
+        failed_reason = condition_reason(status, finished)
         finished, finished_at = None, None
     manager = launcher or kind  # a launcher's operator (the mpi-operator) manages the job itself
     return Job(
@@ -141,6 +141,8 @@ def _chained_job(kind: kinds.TrainingKind, obj: JobObject) -> Job:
     trainer = validate_part(TrainerSpec, spec.get("trainer") or {}, "spec.trainer")
     finished, finished_at, suspended = finished_state(obj.status, kind.finished_conditions)
     deadline = spec.get("activeDeadlineSeconds")
+    failure = kind.finished_conditions[-1]
+    failed_reason = condition_reason(obj.status, failure) if finished == failure else ""
     managed_by = spec.get("managedBy")
     blocked = _suspend_blocked(
         kind,
@@ -161,6 +163,7 @@ def _chained_job(kind: kinds.TrainingKind, obj: JobObject) -> Job:
         finished_at=finished_at,
         suspended=suspended or spec.get("suspend") is True,
         active_deadline_seconds=deadline if isinstance(deadline, int) else None,
+        failed_reason=failed_reason,
         declared_replicas=trainer.numNodes or 1,
         created=obj.metadata.creationTimestamp,
         suspend_blocked=blocked,
