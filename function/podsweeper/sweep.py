@@ -77,6 +77,17 @@ class SweepRun:
             self.candidates[ref.key] = JobPass(ref, PassReason.SWEEP, all_label_sets=all_label_sets)
 
 
+def runs_on(job: Job, jobset: Workload) -> bool:
+    """A finished TrainJob whose JobSet, as listed, has not ended (nor is being stopped): its
+    pass reads the pods (Trainer may have failed to delete it, kubeflow/trainer#3833)."""
+    return (
+        job.finished is not None
+        and jobset.finished is None
+        and not jobset.suspended
+        and not jobset.terminating
+    )
+
+
 def looks_stuck(pod: Pod, now: datetime, settings: Settings) -> bool:
     limit = settings.stuck_terminating_seconds
     due = pod.deletion_due
@@ -167,8 +178,8 @@ class Sweeper:
                 jobsets[(jobset.namespace, jobset.name)] = jobset
             job = jobs.get((jobset.namespace, jobset.name))
             owned = job is not None and jobset.controller is not None and jobset.controller.uid == job.uid
-            if owned and job is not None and not made_again(job, jobset):
-                continue  # its first JobSet: nothing a rule names
+            if owned and job is not None and not made_again(job, jobset) and not runs_on(job, jobset):
+                continue  # its first JobSet, ended with its job or running with it: nothing a rule names
             self._nominate_workload(jobset, run)
         for batch_job in cluster.list_workloads(chain.links[-1], namespace, chain.name_label):
             parent = jobsets.get((batch_job.namespace, batch_job.labels.get(chain.name_label, "")))
