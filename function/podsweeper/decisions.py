@@ -19,6 +19,7 @@ class Rule(StrEnum):
     # Trainer v2 (podsweeper.lineage)
     FINISHED_TRAINJOB_RESTARTED = "finished-trainjob-restarted"
     UNBOUNDED_JOBSET_RESTARTS = "unbounded-jobset-restarts"
+    DEADLINE_EXCEEDED_JOBSET_RUNNING = "deadline-exceeded-jobset-running"
     STUCK_TERMINATING = "stuck-terminating"  # opt-in
     # mpi-operator (MPIJob v2beta1): Failed, yet its operator keeps running it (#647)
     FAILED_MPIJOB_RUNNING = "failed-mpijob-running"

@@ -380,7 +380,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if top.resumed:\n        return []",
         "    if False:\n        return []",
         "finished-trainjob-restarted suspends a TrainJob a person resumed (spec.suspend false)",
-        (UNIT, PROPERTY),
+        (UNIT,),  # the generated worlds have no person resuming a JobSet
     ),
     Mutant(
         "unbounded-restarts-despite-deadline",
@@ -389,6 +389,23 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if False:\n        return []  # the deadline ends it",
         "unbounded-jobset-restarts warns about a TrainJob whose activeDeadlineSeconds ends it",
         (UNIT,),
+    ),
+    Mutant(
+        "deadline-jobset-no-grace",
+        "rules/deadline_exceeded_jobset_running.py",
+        "    if waited < ctx.settings.operator_grace_seconds:\n        return []",
+        "    if False:\n        return []",
+        "deadline-exceeded-jobset-running deletes the JobSet before Trainer's own delete had its grace",
+        (UNIT, PROPERTY),
+    ),
+    Mutant(
+        "deadline-jobset-any-failure",
+        "rules/deadline_exceeded_jobset_running.py",
+        "job.failed_reason != DEADLINE_EXCEEDED:",
+        "not job.failed_reason:",
+        "deadline-exceeded-jobset-running deletes the JobSet of a TrainJob failed for another reason "
+        "(Trainer makes it again, kubeflow/trainer#3891)",
+        (UNIT, PROPERTY),
     ),
     Mutant(
         "door-suspends-a-managed-job",

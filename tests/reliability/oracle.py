@@ -55,6 +55,12 @@ never about a pod:
   finished-trainjob-active-jobset, "delete the JobSet", which only got a Failed TrainJob
   restarted by Trainer; the generated worlds never erase a finished condition, so the
   function's own record of a finish says no more here than the condition does.)
+* deadline-exceeded-jobset-running: the TrainJob exists, its Failed condition is "True" with
+  reason DeadlineExceeded since finished_at at least the operator grace ago, and its own
+  JobSet (as above) was created at or before finished_at and still has a Pending or Running
+  pod (not terminating, controlled by a batch Job) labelled with its uid: delete that JobSet;
+  skip when the TrainJob or the JobSet opts out. (Trainer deletes it once at the deadline and
+  never again when that fails, kubeflow/trainer#3833.)
 * unbounded-jobset-restarts: on a JobSet add only, the TrainJob exists, has not finished,
   has no activeDeadlineSeconds, and its own JobSet has a failurePolicy rule that restarts
   without counting (RestartJobSetAndIgnoreMaxRestarts, RestartJobAndIgnoreMaxRestarts): warn
@@ -109,6 +115,7 @@ ANCESTOR_MARK = "trainer.kubeflow.org/trainjob-ancestor-step"
 UNBOUNDED_ACTIONS = frozenset({"RestartJobSetAndIgnoreMaxRestarts", "RestartJobAndIgnoreMaxRestarts"})
 UNBOUNDED_JOBSET_RESTARTS = "unbounded-jobset-restarts"
 FINISHED_TRAINJOB_RESTARTED = "finished-trainjob-restarted"
+DEADLINE_EXCEEDED_JOBSET_RUNNING = "deadline-exceeded-jobset-running"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 TRAINER_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"  # a TrainJob's own managedBy
 ORPHAN = "orphan"
@@ -518,12 +525,32 @@ class World:
             restarted = finished_at is not None and own.created is not None and own.created > finished_at
             if restarted and not job.suspended:
                 out[(TRAINJOB, job.uid)] = (FINISHED_TRAINJOB_RESTARTED, self.restarted_action(job))
+            if self._deadline_leftover(job, own, now):
+                opted_out = is_true(job.skip) or is_true(own.skip)
+                out[(JOBSET, own.uid)] = (DEADLINE_EXCEEDED_JOBSET_RUNNING, "skip" if opted_out else "delete")
 
         orphans = [w for w in self._orphans(job, js, namespace, name) if self._old_enough(w, now)]
         for w in orphans:
             opted_out = (job is not None and is_true(job.skip)) or is_true(w.skip)
             out[(w.kind, w.uid)] = (ORPHAN, "skip" if opted_out else "delete")
         return out
+
+    def _deadline_leftover(self, job: TrainJobSpec, own: WorkloadSpec, now: datetime) -> bool:
+        """The TrainJob's own JobSet still runs pods although the TrainJob failed at its deadline."""
+        failed_at = next((at for t, s, at in job.conditions if t == "Failed" and s == "True"), None)
+        if failed_at is None or job.failed_reason != "DeadlineExceeded":
+            return False
+        grace = self.settings.get("operator_grace_seconds", DEFAULT_GRACE)
+        if (now - failed_at).total_seconds() < grace or own.created is None or own.created > failed_at:
+            return False
+        return any(
+            p.label(JOBSET_UID) == own.uid
+            and p.phase in ("Pending", "Running")
+            and not p.terminating
+            and p.owner is not None
+            and p.owner.kind == BATCH_JOB
+            for p in self.pods.values()
+        )
 
     def _orphans(self, job: TrainJobSpec | None, js: WorkloadSpec | None, namespace: str, name: str):
         """The JobSet and batch Jobs of the lineage that rule orphan names, age aside."""

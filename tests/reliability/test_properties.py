@@ -725,6 +725,8 @@ V2_RULES_NAMED = (
     "finished-trainjob-restarted / skip (TrainJob)",
     "unbounded-jobset-restarts / warn (TrainJob)",
     "unbounded-jobset-restarts / skip (TrainJob)",
+    "deadline-exceeded-jobset-running / delete (JobSet)",
+    "deadline-exceeded-jobset-running / skip (JobSet)",
 )
 # (finished-trainjob-restarted / skip is the rarest: an opted-out TrainJob restarted after a
 # finish of its own; ~6 of 1,000 once records of earlier same-named jobs stopped counting)
@@ -1189,6 +1191,7 @@ def v2_named_cases(e: WorldEvent, world: World, without_grace: World) -> set[str
         if (
             own is not None
             and (TRAINJOB, job.uid) not in named
+            and (JOBSET, own.uid) not in named
             and any(s == "True" and t in ("Complete", "Failed") for t, s, _ in job.conditions)
         ):
             active = [

@@ -121,6 +121,7 @@ class TrainJobSpec:
     suspended: bool = False  # spec.suspend
     queued: bool = False  # Kueue's queue-name label: Kueue drives its suspend
     managed_by: str | None = None  # spec.managedBy
+    failed_reason: str = ""  # the Failed condition's reason: Trainer's DeadlineExceeded, or its default
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -142,7 +143,7 @@ class TrainJobSpec:
                 {
                     "type": t,
                     "status": s,
-                    "reason": f"TrainJob{t}",
+                    "reason": self.failed_reason if t == "Failed" and self.failed_reason else f"TrainJob{t}",
                     "message": "generated",
                     "lastTransitionTime": _stamp(at),
                 }
@@ -359,7 +360,7 @@ def trainer_line(draw, index: int, taken: frozenset = frozenset()) -> list[tuple
             f"tj-{index}-{life}-{ns}-{name}",
             created,
             tuple((c, s, created) for c, s in draw(st.sampled_from(RUNNING_CONDITIONS))),
-            draw(st.sampled_from([None, None, None, 3600])),
+            draw(st.sampled_from([None, None, 3600, 3600])),
             draw(st.sampled_from(TRAINJOB_SKIPS)),
             queued=draw(st.integers(0, 3)) == 0,
             managed_by=draw(st.sampled_from(MANAGED_BY)),
@@ -401,8 +402,12 @@ def trainer_line(draw, index: int, taken: frozenset = frozenset()) -> list[tuple
                 (c, "False", finished_at) for c in FINISHED_KINDS if c != how and draw(st.booleans())
             )
             conditions = (("Created", "True", created), (how, "True", finished_at)) + other
+            # A Failed one with a deadline failed at it (Trainer's one JobSet delete may have
+            # failed, kubeflow/trainer#3833: its pods may run on); without one, for another reason.
+            reason = "DeadlineExceeded" if how == "Failed" and tj.active_deadline is not None else ""
             if shown:
-                t = story.change(t, tj, conditions=conditions, skip=draw(st.sampled_from(TRAINJOB_SKIPS)))
+                skip = draw(st.sampled_from(TRAINJOB_SKIPS))
+                t = story.change(t, tj, conditions=conditions, skip=skip, failed_reason=reason)
                 tj = story.latest[tj.uid]
             for pod in pods:  # its pods: running on (the leak), ended, or gone
                 fate = draw(st.sampled_from(["stays", "stays", "ended", "ended", "gone"]))

@@ -332,3 +332,82 @@ def test_a_chain_outside_the_namespaces_is_never_decided_even_past_the_callers_g
     namespace = ref.namespace
     assert decide_lineage(lineage, at(600), Settings(exclude_namespaces=namespace)) == []
     assert decide_lineage(lineage, at(600), Settings(namespaces="elsewhere", exclude_namespaces="")) == []
+
+
+def deadline_failed(reason: str = "DeadlineExceeded", at_second: int = 108, **meta) -> dict:
+    """A TrainJob (activeDeadlineSeconds 100) that Trainer marked Failed at its deadline."""
+    tj = v2.trainjob(conditions=[("Created", at(0)), ("Failed", at(at_second))], **meta)
+    tj["spec"]["activeDeadlineSeconds"] = 100
+    tj["status"]["conditions"][-1]["reason"] = reason
+    return tj
+
+
+def leftover(tj: dict, *, jobset_created: int = 1, conditions=(), suspend=False, phase="Running"):
+    """Its JobSet as Trainer left it when its one delete failed (kubeflow/trainer#3833)."""
+    js = v2.jobset(tj, created=at(jobset_created), conditions=conditions)
+    if suspend:
+        js["spec"]["suspend"] = True
+    job = v2.batch_job(js)
+    return js, job, [v2.pod(job, i, phase=phase) for i in range(2)]
+
+
+@pytest.mark.parametrize(
+    "case, tj_meta, now, reason, jobset, expected",
+    [
+        ("past the grace: the JobSet goes", {}, 600, "DeadlineExceeded", {}, (Action.DELETE, Result.DELETED)),
+        ("within Trainer's own delete's grace", {}, 120, "DeadlineExceeded", {}, None),
+        ("another Failed reason: Trainer makes a new JobSet", {}, 600, "BackoffLimitExceeded", {}, None),
+        (
+            "the JobSet ended on its own",
+            {},
+            600,
+            "DeadlineExceeded",
+            {"conditions": [("Failed", at(9))]},
+            None,
+        ),
+        ("the JobSet is being suspended", {}, 600, "DeadlineExceeded", {"suspend": True}, None),
+        ("a JobSet made after the deadline", {}, 600, "DeadlineExceeded", {"jobset_created": 200}, None),
+        ("its pods ended", {}, 600, "DeadlineExceeded", {"phase": "Failed"}, None),
+        (
+            "opted out",
+            {"annotations": {"podsweeper.dev/skip": "true"}},
+            600,
+            "DeadlineExceeded",
+            {},
+            (Action.SKIP, None),
+        ),
+    ],
+)
+def test_deadline_exceeded_jobset_running_table(case, tj_meta, now, reason, jobset, expected):
+    tj = deadline_failed(reason, **tj_meta)
+    js, job, pods = leftover(tj, **jobset)
+    cluster = world(tj, js, job, *pods)
+    outcome = handle(cluster, ping(at(now)), now=now)
+    named = [d for d in decided(outcome) if d[0] is Rule.DEADLINE_EXCEEDED_JOBSET_RUNNING]
+    if expected is None:
+        assert named == [], case
+        assert len(cluster.pods) == 2, case
+        return
+    action, result = expected
+    assert named == [(Rule.DEADLINE_EXCEEDED_JOBSET_RUNNING, action, "JobSet", "tj", result)], case
+    if result is Result.DELETED:
+        assert cluster.pods == {} and ("JobSet", "team-a", "tj") not in {k[:3] for k in cluster.workloads}
+
+
+def test_deadline_exceeded_jobset_running_is_decided_on_the_trainjob_update_too_and_dry_run_keeps_it():
+    """The TrainJob's Failed update, seen after the grace (a late or retried event), decides it
+    as the sweep does; in dry-run nothing goes, and the failed-run evidence claims no delete."""
+    tj = deadline_failed()
+    js, job, pods = leftover(tj)
+    cluster = world(tj, js, job, *pods)
+    outcome = handle(cluster, event("update", tj, at(600)), dry_run=True)
+    assert decided(outcome) == [
+        (Rule.DEADLINE_EXCEEDED_JOBSET_RUNNING, Action.DELETE, "JobSet", "tj", Result.DRY_RUN)
+    ]
+    assert len(cluster.pods) == 2
+    outcome = handle(cluster, event("update", tj, at(600)))
+    assert decided(outcome) == [
+        (Rule.DEADLINE_EXCEEDED_JOBSET_RUNNING, Action.DELETE, "JobSet", "tj", Result.DELETED)
+    ]
+    (gpus,) = {a.decision.gpus for a in outcome.applied}
+    assert gpus == 2  # the two GPUs its running pods held

@@ -11,6 +11,7 @@ from podsweeper.decisions import Rule
 from podsweeper.rules import (
     clean_pod_policy_all,
     crash_loop,
+    deadline_exceeded_jobset_running,
     failed_mpijob_running,
     finished_job_active_pod,
     finished_trainjob_restarted,
@@ -31,6 +32,7 @@ RULES: tuple[RuleSpec, ...] = (
     stuck_terminating.SPEC,
     finished_trainjob_restarted.SPEC,
     unbounded_jobset_restarts.SPEC,
+    deadline_exceeded_jobset_running.SPEC,
 )
 
 BY_RULE: dict[Rule, RuleSpec] = {spec.rule: spec for spec in RULES}
