@@ -14,7 +14,10 @@ DELETE, and the tests pin what the real controllers then do, and which cleaner a
   condition is kept, so Trainer never reconciles its objects again);
 - JobSet `spec.suspend: true` sticks: the pods are deleted and Trainer does not resume it;
 - TrainJob `spec.suspend: true` is accepted and sets Suspended=True, but does not stop anything:
-  the JobSet stays unsuspended with the same pods Running.
+  the JobSet stays unsuspended with the same pods Running;
+- podsweeper's rule deadline-exceeded-jobset-running (a `podsweeper sweep` as the function's
+  user, with its RBAC): dry-run names the leftover JobSet and changes nothing; then it deletes
+  it, Jobs and pods go, and nothing is made again.
 
 One World(trainer=True) for the module, one namespace and a TrainJob per case. Run with -s to
 see the timings.
@@ -40,7 +43,7 @@ pytestmark = pytest.mark.e2e
 DEADLINE = 8  # activeDeadlineSeconds, counted by Trainer from creationTimestamp (whole seconds)
 HOLD = 20  # seconds after Failed the leftover is checked to still run
 SETTLE = 5  # seconds after a cleaner's action its outcome is checked again
-NAMES = ("left", "del-fg", "del-bg", "js-suspend", "tj-suspend")
+NAMES = ("left", "del-fg", "del-bg", "js-suspend", "tj-suspend", "swept")
 
 
 @dataclasses.dataclass
@@ -231,3 +234,43 @@ def test_suspending_the_trainjob_does_not_stop_the_leftover(leftovers):
     _still_running(lo, name)
     _deadline_failed(lo, name)
     assert k.trainjob(name)["spec"]["suspend"] is True and k.condition(k.trainjob(name), "Suspended")
+
+
+def test_podsweeper_deletes_the_leftover_jobset_and_nothing_comes_back(world, leftovers, monkeypatch, capsys):
+    """Last in the module: the sweep acts on every leftover of the namespace still running."""
+    from podsweeper.cli import main
+
+    lo, k, name = leftovers, leftovers.k, "swept"
+    _still_running(lo, name)
+    monkeypatch.setenv("PODSWEEPER_OPERATOR_GRACE_SECONDS", "5")  # the TrainJobs failed > 20 s ago
+    argv = ["sweep", "--kubeconfig", str(world.control_plane.function_kubeconfig), "-n", k.ns]
+    assert main([*argv, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert '"rule": "deadline-exceeded-jobset-running"' in out and '"result": "dry-run"' in out
+    _still_running(lo, name)
+    assert len(lo.hook.deletes(name)) == 1  # Trainer's only: a dry-run sends none
+    t0 = time.monotonic()
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    decided = [line for line in out.splitlines() if f'"name": "{name}"' in line]
+    assert decided and all('"result": "deleted"' in line and '"kind": "JobSet"' in line for line in decided)
+    wait_for(
+        f"{name}: JobSet, Job and pods gone",
+        lambda: (
+            k.jobset(name) is None
+            and not k.pods(name)
+            and not [j for j in k.jobs() if j.metadata.name == f"{name}-node-0"]
+        ),
+        timeout=30,
+    )
+    print(f"deadline: podsweeper's delete took the leftover away in {time.monotonic() - t0:.2f} s")
+    (trainers, ours) = lo.hook.deletes(name)
+    assert not trainers.allowed and ours.allowed
+    assert ours.options.get("preconditions", {}).get("uid") == lo.jobset_uid[name]
+    assert ours.options.get("propagationPolicy") == "Background"
+    time.sleep(SETTLE)
+    assert k.jobset(name) is None and not k.pods(name), "nothing made again"
+    _deadline_failed(lo, name)
+    # A second sweep finds nothing more to do for it.
+    assert main(argv) == 0
+    assert f'"name": "{name}"' not in capsys.readouterr().out
