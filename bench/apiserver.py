@@ -539,7 +539,7 @@ def _with_adapter(
         None,
     )
     row.notes.append(
-        "the adapter runs the shipped knative/source/apiserversource.yaml (Resource mode) for the "
+        "the adapter runs the shipped ApiServerSource (rendered from knative/, Resource mode) for the "
         "namespace, as its own ServiceAccount; the clock starts before the job's status write."
     )
     return row

@@ -2,9 +2,9 @@
 
 The adapter (knative.dev/eventing/cmd/apiserver_receive_adapter, built by gomod/ into the
 podsweeper cache) is what a cluster runs for an ApiServerSource; outside a cluster it takes
-the source's spec as K_SOURCE_CONFIG and a `--kubeconfig` (see docs apiserversource.md).
+the source's spec as K_SOURCE_CONFIG and a `--kubeconfig` (Knative Eventing's ApiServerSource adapter, pkg/adapter/apiserver).
 
-Its configuration is derived from the manifest we ship, knative/source/apiserversource.yaml
+Its configuration is derived from the ApiServerSource we ship, as kustomize renders knative/
 (resources with their label selectors, mode), and it authenticates as the ServiceAccount user
 `system:serviceaccount:podsweeper:podsweeper-source` with the permissions
 knative/source/rbac.yaml grants: the e2e tests exercise the shipped source, not a copy.
@@ -17,6 +17,8 @@ from then on every change is sent.
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import os
 import re
@@ -35,7 +37,8 @@ from tests.harness.ports import free_port
 from tests.harness.processes import die_with_parent, stop_group
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SHIPPED_SOURCE = REPO_ROOT / "knative" / "source" / "apiserversource.yaml"
+# The install the source is rendered from (kustomize: its watch components append the entries).
+SHIPPED_INSTALL = REPO_ROOT / "knative"
 SOURCE_RBAC = REPO_ROOT / "knative" / "source" / "rbac.yaml"
 SOURCE_USER = "source"  # the ControlPlane user key of the adapter's ServiceAccount
 PROBE_PORT = 8080  # fixed in the adapter; documented so no one else binds it
@@ -80,21 +83,33 @@ def _gvr(api_version: str, kind: str) -> dict:
     found = kinds.lookup(api_version, kind) or kinds.link_lookup(api_version, kind)
     if found is None:
         raise ValueError(
-            f"{api_version} {kind} in {SHIPPED_SOURCE.name} is neither a pod, a training kind "
+            f"{api_version} {kind} in the shipped ApiServerSource is neither a pod, a training kind "
             "nor a link of a training kind's chain"
         )
     return {"Group": group, "Version": version, "Resource": found.plural}
 
 
-def shipped_source_spec(manifest: Path = SHIPPED_SOURCE) -> dict:
-    docs = [d for d in yaml.safe_load_all(manifest.read_text()) if d]
+@functools.lru_cache(maxsize=1)
+def _rendered_install() -> tuple[dict, ...]:
+    from tests.tools.kustomize import render
+
+    return tuple(render(SHIPPED_INSTALL))
+
+
+def shipped_source_spec(manifest: Path | None = None) -> dict:
+    """The ApiServerSource's spec in `manifest`, or, by default, as `kubectl apply -k knative/`
+    installs it (rendered by the real kustomize)."""
+    if manifest is None:
+        docs = [copy.deepcopy(d) for d in _rendered_install()]
+    else:
+        docs = [d for d in yaml.safe_load_all(manifest.read_text()) if d]
     sources = [d for d in docs if d.get("kind") == "ApiServerSource"]
     if len(sources) != 1:
-        raise ValueError(f"{manifest} holds {len(sources)} ApiServerSources, expected one")
+        raise ValueError(f"{manifest or SHIPPED_INSTALL} holds {len(sources)} ApiServerSources, expected one")
     return sources[0]["spec"]
 
 
-def source_config(namespaces: list[str], mode: str | None = None, manifest: Path = SHIPPED_SOURCE) -> dict:
+def source_config(namespaces: list[str], mode: str | None = None, manifest: Path | None = None) -> dict:
     """K_SOURCE_CONFIG for the shipped ApiServerSource, restricted to `namespaces`.
 
     `mode` overrides the manifest's spec.mode ("Resource" or "Reference").

@@ -42,6 +42,8 @@ KUSTOMIZATIONS = (
     "knative/overlays/crashloop-suspend",
     "knative/overlays/stuck-terminating",
 )
+# Each watch component appends one generation's entries to the source (knative/source/watch/).
+WATCH_COMPONENTS = ("training-operator", "mpijob-v1", "mpijob-v2beta1", "trainer-v2")
 FIELD_MANAGER = "podsweeper-manifest-test"
 
 
@@ -54,17 +56,17 @@ def watch(api_version: str, kind: str, selector: dict | None = None) -> dict:
     return {"apiVersion": api_version, "kind": kind, **({"selector": selector} if selector else {})}
 
 
-# What the source must watch, in the order the overlays' JSON patches rely on. Training
-# Operator v1: each job kind at the version a plain cluster serves, and the pods labelled with
-# a job's name.
+# What the source must watch, in the order its watch components (knative/source/watch/) append
+# it. Training Operator v1: each job kind at the version a plain cluster serves, and the pods
+# labelled with a job's name; MPIJob last, from its own component (v1 or the mpi-operator's).
 V1_WATCHES = [
     watch("kubeflow.org/v1", "PyTorchJob"),
     watch("kubeflow.org/v1", "TFJob"),
-    watch("kubeflow.org/v1", "MPIJob"),
     watch("kubeflow.org/v1", "XGBoostJob"),
     watch("kubeflow.org/v1", "PaddleJob"),
     watch("kubeflow.org/v1", "JAXJob"),
     watch("v1", "Pod", exists(JOB_NAME_LABEL)),
+    watch("kubeflow.org/v1", "MPIJob"),
 ]
 # Trainer v2: the TrainJob, its JobSets (all of them: a TrainJob's JobSet carries no label of
 # its own), the batch Jobs a JobSet labelled, and their pods, by the same label.
@@ -244,7 +246,7 @@ def test_apiserversource_watches_the_training_jobs_their_links_and_their_pods(re
     assert spec["sink"] == {
         "ref": {"apiVersion": "serving.knative.dev/v1", "kind": "Service", "name": "podsweeper"}
     }
-    # v1 first, then v2, as written out above (the overlays patch by position).
+    # v1 first, then v2, as the components append them.
     assert spec["resources"] == V1_WATCHES + V2_WATCHES
     # Every training kind, every link of its chain; pods and batch Jobs only by label.
     watched = {(r["apiVersion"], r["kind"]) for r in spec["resources"]}
@@ -351,6 +353,20 @@ def test_service_env_is_accepted_by_the_function_settings(rendered, monkeypatch,
 
 
 @pytest.mark.integration
+def test_watch_components_only_append_and_no_patch_names_a_position():
+    """Adding a kind is one entry in one component: no overlay removes or replaces an entry by
+    its index (which shifts when a kind is inserted)."""
+    for path in KNATIVE.rglob("kustomization.yaml"):
+        text = path.read_text()
+        assert not re.search(r"/spec/resources/\d", text), f"{path}: a positional patch"
+    for name in WATCH_COMPONENTS:
+        component = yaml.safe_load((KNATIVE / "source" / "watch" / name / "kustomization.yaml").read_text())
+        assert component["kind"] == "Component"
+        (patch,) = component["patches"]
+        ops = yaml.safe_load(patch["patch"])
+        assert {op["op"] for op in ops} == {"add"} and {op["path"] for op in ops} == {"/spec/resources/-"}
+
+
 def test_overlays_change_only_what_they_are_for(rendered):
     base = {(o["kind"], o["metadata"]["name"]): o for o in rendered["knative"]}
     live = rendered["knative/overlays/live"]
@@ -365,6 +381,9 @@ def test_overlays_change_only_what_they_are_for(rendered):
     src = one(mpi, "ApiServerSource")
     watched = {(r["apiVersion"], r["kind"]) for r in src["spec"]["resources"]}
     assert ("kubeflow.org/v2beta1", "MPIJob") in watched and ("kubeflow.org/v1", "MPIJob") not in watched
+    # Only MPIJob's version differs from the base's list, in the same place.
+    v2beta1 = [watch("kubeflow.org/v2beta1", "MPIJob") if w["kind"] == "MPIJob" else w for w in V1_WATCHES]
+    assert src["spec"]["resources"] == v2beta1 + V2_WATCHES
     for o in mpi:
         if o["kind"] != "ApiServerSource":
             assert o == base[(o["kind"], o["metadata"]["name"])]

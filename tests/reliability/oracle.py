@@ -1,4 +1,4 @@
-"""The rules of behaviour.md, restated independently of the function's code.
+"""The rules of docs/rules.md, restated independently of the function's code.
 
 Nothing here imports `function`: the oracle reads the generator's specs (world.py), keeps
 its own picture of the cluster, and answers two questions:
@@ -9,7 +9,7 @@ its own picture of the cluster, and answers two questions:
 * `must_delete(now)`: the pods still present that the rules name for deletion, which a
   final sweep has to leave empty (liveness).
 
-Readings of behaviour.md where it is silent (the README's "Choices where the contract is
+Readings of docs/rules.md where it is silent (the README's "Choices where the contract is
 silent" agrees with each):
 * a pod with a controller that is not a training job is never ours, whatever its labels;
 * a pod owned by no controller belongs to a job through its labels only when
@@ -38,7 +38,7 @@ silent" agrees with each):
   so there it never fires;
 * liveness is owed only for pods the API can find by label (`training.kubeflow.org/job-name`,
   or the pre-v1.6 `group-name: kubeflow.org` + `job-name`) under the name of their job:
-  behaviour.md has the function LIST a job's pods by label.
+  docs/rules.md has the function LIST a job's pods by label.
 
 Kubeflow Trainer v2 (TrainJob -> JobSet -> batch Job -> Pod, specs of trainer_world.py) is
 restated from the rules' statement, with its own little model of the chain (`chain_named`):
@@ -439,11 +439,11 @@ class World:
         self.jobs[found.key] = replace(found, conditions=found.conditions + (("Suspended", "True"),))
 
     def warns_no_backoff_limit(self, job: JobSpec) -> bool | None:
-        """True/False when behaviour.md decides; None when it depends on an unstated default."""
+        """True/False when docs/rules.md decides; None when it depends on an unstated default."""
         if not self.allowed(job.namespace) or job.backoff_limit is not None:
             return False
         if job.restart_policy is None:
-            return None  # the kind's default restartPolicy decides; behaviour.md names none
+            return None  # the kind's default restartPolicy decides; docs/rules.md names none
         return job.restart_policy in RESTARTING
 
     def must_delete(self, now: datetime) -> list[tuple[PodSpec, tuple[str, str]]]:

@@ -10,7 +10,7 @@ Two harnesses, both through the function's own Pipeline and SimulatedCluster:
   server) changes with every event, while the function is *notified* of those changes late,
   twice or never, in Resource or Reference mode; then PingSource ticks.
 
-Invariants, judged by tests/reliability/oracle.py (behaviour.md restated, no engine code):
+Invariants, judged by tests/reliability/oracle.py (docs/rules.md restated, no engine code):
 
 * safety: every decision about a pod is exactly the (rule, action) the rules name for that
   pod at that moment; a delete only of a pod that exists with that uid; `no-backoff-limit`
@@ -136,7 +136,7 @@ JOB_BOUND = 3 + 2
 
 
 def expects_no_backoff_warning(world: World, event: WorldEvent, mode: str) -> bool | None:
-    """Must handling this event warn `no-backoff-limit`? None where behaviour.md leaves it open.
+    """Must handling this event warn `no-backoff-limit`? None where docs/rules.md leaves it open.
 
     Only a job's add event asks; the function decides on the job as the API shows it when
     the event is handled (gone by then: no warning). A Resource-mode event is triaged on the

@@ -1,6 +1,6 @@
 """A generated world of training jobs and pods, as plain specs plus the CloudEvents that show it.
 
-The specs say what each object *is* in the words of behaviour.md (who owns it, its labels,
+The specs say what each object *is* in the words of docs/rules.md (who owns it, its labels,
 phase, containers, opt-out annotation, conditions); `render_*` turns them into the raw
 Kubernetes objects an API server returns (built with tests/fixtures/builders.py, so every
 pod carries the WANDB_API_KEY secret in its env), and `oracle.py` judges decisions from

@@ -22,7 +22,7 @@ world its claims hold in):
 - the function is served by tests/harness/served.py (the README's and Dockerfile's command)
   on a free port, as the ServiceAccount user podsweeper/podsweeper, configured through
   PODSWEEPER_* variables;
-- the adapter runs the shipped knative/source/apiserversource.yaml restricted to the namespace,
+- the adapter runs the shipped ApiServerSource (as knative/ renders it) restricted to the namespace,
   as podsweeper/podsweeper-source with knative/source/rbac.yaml (tests/adapter/launcher.py);
 - players world only: a "kubelet" finishes graceful pod deletions: without a kubelet a deleted
   pod that is bound to a node stays Terminating forever, while a real kubelet stops its
@@ -345,14 +345,14 @@ class Stack:
 
     def start_adapter(self, mode: str | None = None):
         """(Re)start the receive adapter, e.g. in another mode; returns once it is watching."""
-        from tests.adapter.launcher import SHIPPED_SOURCE, ReceiveAdapter, source_config
+        from tests.adapter.launcher import ReceiveAdapter, source_config
 
         self.stop_adapter()
         self.mode = mode or self.mode
         source_kubeconfig = self.cp.write_kubeconfig(self.workdir / "kubeconfig-source", "source")
         self.adapter = ReceiveAdapter(
             source_kubeconfig,
-            source_config(self.watched, self.mode, self.source_manifest or SHIPPED_SOURCE),
+            source_config(self.watched, self.mode, self.source_manifest),
             self.function.url,
             workdir=self.workdir,
             log=self.log,

@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 # kubectl 1.27 embeds kustomize v5.0.1; knative/ uses only fields v5.0 has (resources,
-# namespace, patches with a target), so `kubectl apply -k` renders the same.
+# namespace, patches with a target, components), so `kubectl apply -k` renders the same.
 KUSTOMIZE_VERSION = "v5.8.1"
 KUSTOMIZE_PACKAGE = "sigs.k8s.io/kustomize/kustomize/v5"
 
