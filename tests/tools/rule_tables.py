@@ -1,7 +1,8 @@
-"""The rule tables of README.md and docs/rules.md, generated from the rule registry.
+"""The tables of README.md and docs/rules.md generated from the package's one home of a fact:
+the rule registry (function/podsweeper/rules) and the kind table (function/podsweeper/kinds.py).
 
-`python -m tests.tools.rule_tables` rewrites both between their markers; the registry test
-(tests/unit/test_rule_registry.py) fails when either differs from what this makes.
+`python -m tests.tools.rule_tables` rewrites each between its markers; the registry test
+(tests/unit/test_rule_registry.py) fails when one differs from what this makes.
 """
 
 from __future__ import annotations
@@ -9,11 +10,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from podsweeper.kinds import TRAINING_KINDS
 from podsweeper.rules import RULES
 
 ROOT = Path(__file__).resolve().parents[2]
 BEGIN = "<!-- rule table: generated from function/podsweeper/rules (python -m tests.tools.rule_tables) -->"
 END = "<!-- end of rule table -->"
+KINDS_BEGIN = "<!-- kind table: generated from function/podsweeper/kinds.py (python -m tests.tools.rule_tables) -->"
+KINDS_END = "<!-- end of kind table -->"
 
 
 def readme_table() -> str:
@@ -41,18 +45,41 @@ def rules_page_table() -> str:
     return "\n".join(rows)
 
 
-TABLES = {ROOT / "README.md": readme_table, ROOT / "docs" / "rules.md": rules_page_table}
+def kinds_table() -> str:
+    """Every training kind podsweeper knows: the one list the docs show."""
+    rows = [
+        "| kind | group | plural | versions | replica specs | restartPolicy when a replica names none |",
+        "|---|---|---|---|---|---|",
+    ]
+    for kind in TRAINING_KINDS:
+        versions = ", ".join(f"`{v}`" for v in kind.versions)
+        if kind.launcher is not None:
+            versions += f" (`{'`, `'.join(kind.launcher.versions)}`: {kind.launcher.manager}'s)"
+        if kind.chain is not None:
+            specs, restart = "none: a [chain](#trainer-v2-trainjob--jobset--batch-job--pod)", "—"
+        else:
+            specs, restart = f"`{kind.replica_specs_key}`", f"`{kind.default_restart_policy}`"
+        rows.append(f"| {kind.kind} | `{kind.group}` | `{kind.plural}` | {versions} | {specs} | {restart} |")
+    return "\n".join(rows)
 
 
-def between_markers(text: str) -> str:
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    return text[start:end].strip("\n")
+# (file, begin marker, end marker) -> the table between them
+TABLES = {
+    (ROOT / "README.md", BEGIN, END): readme_table,
+    (ROOT / "docs" / "rules.md", BEGIN, END): rules_page_table,
+    (ROOT / "docs" / "rules.md", KINDS_BEGIN, KINDS_END): kinds_table,
+}
 
 
-def rewrite(path: Path, table: str) -> bool:
+def between_markers(text: str, begin: str = BEGIN, end: str = END) -> str:
+    start, stop = text.index(begin) + len(begin), text.index(end)
+    return text[start:stop].strip("\n")
+
+
+def rewrite(path: Path, table: str, begin: str = BEGIN, end: str = END) -> bool:
     text = path.read_text()
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    new = f"{text[:start]}\n{table}\n{text[end:]}"
+    start, stop = text.index(begin) + len(begin), text.index(end)
+    new = f"{text[:start]}\n{table}\n{text[stop:]}"
     if new == text:
         return False
     path.write_text(new)
@@ -60,9 +87,9 @@ def rewrite(path: Path, table: str) -> bool:
 
 
 def main() -> int:
-    for path, make in TABLES.items():
-        changed = rewrite(path, make())
-        print(f"{path.relative_to(ROOT)}: {'rewritten' if changed else 'up to date'}")
+    for (path, begin, end), make in TABLES.items():
+        changed = rewrite(path, make(), begin, end)
+        print(f"{path.relative_to(ROOT)} ({begin.split(':')[0][5:]}): {'rewritten' if changed else 'up to date'}")
     return 0
 
 

@@ -101,9 +101,9 @@ def test_its_events_are_in_the_operations_table(spec):
             assert f"| `{reason}` |" in text, f"no row for Event {reason} in docs/operations.md"
 
 
-def test_the_readme_and_the_rules_page_tables_are_the_registry():
-    for path, make in rule_tables.TABLES.items():
-        shown = rule_tables.between_markers(path.read_text())
+def test_the_readme_and_the_rules_page_tables_are_the_registry_and_the_kind_table():
+    for (path, begin, end), make in rule_tables.TABLES.items():
+        shown = rule_tables.between_markers(path.read_text(), begin, end)
         assert shown == make(), f"{path.name}: run python -m tests.tools.rule_tables"
 
 
