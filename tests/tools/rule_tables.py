@@ -16,7 +16,9 @@ from podsweeper.rules import RULES
 ROOT = Path(__file__).resolve().parents[2]
 BEGIN = "<!-- rule table: generated from function/podsweeper/rules (python -m tests.tools.rule_tables) -->"
 END = "<!-- end of rule table -->"
-KINDS_BEGIN = "<!-- kind table: generated from function/podsweeper/kinds.py (python -m tests.tools.rule_tables) -->"
+KINDS_BEGIN = (
+    "<!-- kind table: generated from function/podsweeper/kinds.py (python -m tests.tools.rule_tables) -->"
+)
 KINDS_END = "<!-- end of kind table -->"
 
 
@@ -89,7 +91,9 @@ def rewrite(path: Path, table: str, begin: str = BEGIN, end: str = END) -> bool:
 def main() -> int:
     for (path, begin, end), make in TABLES.items():
         changed = rewrite(path, make(), begin, end)
-        print(f"{path.relative_to(ROOT)} ({begin.split(':')[0][5:]}): {'rewritten' if changed else 'up to date'}")
+        print(
+            f"{path.relative_to(ROOT)} ({begin.split(':')[0][5:]}): {'rewritten' if changed else 'up to date'}"
+        )
     return 0
 
 
