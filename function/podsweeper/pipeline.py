@@ -12,6 +12,7 @@ from collections import defaultdict
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from podsweeper import metrics
@@ -85,9 +86,7 @@ class Pipeline:
             outcome.note = work.reason
             return outcome
 
-        def act(decisions: list[Decision], budget: int) -> int:
-            return self._act(decisions, budget, cluster, now, outcome)
-
+        act = partial(self._act, cluster=cluster, now=now, outcome=outcome)
         if isinstance(work, SweepRequest):
             run = SweepRun()
             try:
@@ -102,7 +101,7 @@ class Pipeline:
         return outcome
 
     def _act(
-        self, decisions: list[Decision], budget: int, cluster: Cluster, now: datetime, outcome: Outcome
+        self, decisions: list[Decision], budget: int, *, cluster: Cluster, now: datetime, outcome: Outcome
     ) -> int:
         """Carries out one pass's decisions within a delete budget; returns the deletes made.
 

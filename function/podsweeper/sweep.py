@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from functools import partial
 
 from podsweeper import engine, kinds, metrics
 from podsweeper.actions import Applied
@@ -77,6 +78,13 @@ class SweepRun:
             self.candidates[ref.key] = JobPass(ref, PassReason.SWEEP, all_label_sets=all_label_sets)
 
 
+def _count_chains(run: SweepRun, act: Act, decisions: list[Decision], bound: int) -> int:
+    """A chain's pods are not decided one by one: its passes' decisions (a restarted TrainJob,
+    an orphaned or leftover JobSet/Job) carry the GPUs their active pods hold."""
+    run.count([d for d in decisions if d.job.kind.chain is not None])
+    return act(decisions, bound)
+
+
 def runs_on(job: Job, jobset: Workload) -> bool:
     """A finished TrainJob whose JobSet, as listed, has not ended (nor is being stopped): its
     pass reads the pods (Trainer may have failed to delete it, kubeflow/trainer#3833)."""
@@ -117,13 +125,7 @@ class Sweeper:
                 if chained.chain is not None:
                     self._nominate_chain(chained, namespace, cluster, run)
 
-        def act_counting_chains(decisions: list[Decision], bound: int) -> int:
-            # A chain's pods are not decided one by one: its passes' decisions (a restarted
-            # TrainJob, an orphaned JobSet/Job) carry the GPUs their active pods hold.
-            run.count([d for d in decisions if d.job.kind.chain is not None])
-            return act(decisions, bound)
-
-        report = self._run_passes(run.candidates, cluster, now, deadline, act_counting_chains)
+        report = self._run_passes(run.candidates, cluster, now, deadline, partial(_count_chains, run, act))
         if run.stuck:
             stuck_note = self._sweep_stuck(run.stuck, cluster, now, deadline, act)
             report = SweepReport(report.end, f"{report.note}; {stuck_note}")
