@@ -15,6 +15,7 @@ from podsweeper.config import Settings
 from podsweeper.decisions import Decision
 from podsweeper.lineage import Lineage
 from podsweeper.model import Job, JobRef, Node, Owner, Pod, Workload
+from podsweeper.ownership import controlled_by
 from podsweeper.rules import CHAIN_RULES, JOB_RULES, POD_RULES, STUCK_RULES, Context
 from podsweeper.rules.door import decide
 
@@ -63,9 +64,7 @@ def proven_launchers(job: Job | None, links: Iterable[Workload]) -> frozenset[st
     return frozenset(
         link.uid
         for link in links
-        if link.controller is not None
-        and link.controller.uid == job.uid
-        and link.controller.kind == job.kind.kind
+        if controlled_by(link.controller, job.kind.kind, job.uid)
         and link.finished is not None
         and not link.terminating
     )

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from podsweeper.kinds import Chain
 from podsweeper.model import FinishMark, Job, JobRef, Pod, Workload
+from podsweeper.ownership import controlled_by
 
 
 @dataclass(frozen=True)
@@ -32,13 +33,7 @@ class Lineage:
         return chain
 
     def owns(self, workload: Workload, parent_kind: str, parent_uid: str | None) -> bool:
-        controller = workload.controller
-        return (
-            controller is not None
-            and parent_uid is not None
-            and controller.kind == parent_kind
-            and controller.uid == parent_uid
-        )
+        return controlled_by(workload.controller, parent_kind, parent_uid)
 
     @property
     def filed_under(self) -> JobRef:

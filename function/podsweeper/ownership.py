@@ -26,6 +26,12 @@ TRAINING_POD_SELECTORS = (JOB_NAME_LABEL, f"{LEGACY_GROUP_LABEL}={kinds.GROUP},{
 CHAIN_POD_SELECTORS = tuple(chain.name_label for chain in CHAINS)
 
 
+def controlled_by(controller: Owner | None, kind: str, uid: str | None) -> bool:
+    """Whether this controller ownerReference names exactly that object: its kind and its uid
+    (a uid alone could be a same-named object's of another kind; a name never proves it)."""
+    return controller is not None and uid is not None and controller.kind == kind and controller.uid == uid
+
+
 def job_pod_selectors(ref: JobRef) -> tuple[str, ...]:
     """The label selectors that find one job's pods (v1: v1.6+ first, then pre-v1.6)."""
     if ref.kind.chain is not None:

@@ -18,6 +18,7 @@ from podsweeper.evidence import Source, failures_of
 from podsweeper.keeper import EvidenceKeeper
 from podsweeper.lineage import Lineage
 from podsweeper.model import FinishMark, Job, Workload
+from podsweeper.ownership import controlled_by
 from podsweeper.rules.operator_cleanup import left_to_operator
 from podsweeper.triage import JobPass, PassReason
 
@@ -52,7 +53,7 @@ def finish_seen(job: Job, jobset: Workload | None, erased: bool, now: datetime) 
     if job.finished is not None:
         if jobset is None:
             return None
-        owned = jobset.controller is not None and jobset.controller.uid == job.uid
+        owned = controlled_by(jobset.controller, job.kind.kind, job.uid)
         made_after = (
             job.finished_at is not None and jobset.created is not None and jobset.created > job.finished_at
         )

@@ -23,7 +23,7 @@ from podsweeper.config import Settings
 from podsweeper.decisions import Action, Decision, Result
 from podsweeper.errors import ApiUnavailable
 from podsweeper.model import Job, JobRef, Node, Pod, Workload
-from podsweeper.ownership import has_current_labels, workload_job
+from podsweeper.ownership import controlled_by, has_current_labels, workload_job
 from podsweeper.passes import JobPassRunner, made_again
 from podsweeper.triage import JobPass, PassReason, in_scope
 
@@ -179,17 +179,13 @@ class Sweeper:
             if not jobset.terminating:  # a terminating JobSet controls nothing the pass would spare
                 jobsets[(jobset.namespace, jobset.name)] = jobset
             job = jobs.get((jobset.namespace, jobset.name))
-            owned = job is not None and jobset.controller is not None and jobset.controller.uid == job.uid
+            owned = job is not None and controlled_by(jobset.controller, kind.kind, job.uid)
             if owned and job is not None and not made_again(job, jobset) and not runs_on(job, jobset):
                 continue  # its first JobSet, ended with its job or running with it: nothing a rule names
             self._nominate_workload(jobset, run)
         for batch_job in cluster.list_workloads(chain.links[-1], namespace, chain.name_label):
             parent = jobsets.get((batch_job.namespace, batch_job.labels.get(chain.name_label, "")))
-            if (
-                parent is not None
-                and batch_job.controller is not None
-                and batch_job.controller.uid == parent.uid
-            ):
+            if parent is not None and controlled_by(batch_job.controller, parent.link.kind, parent.uid):
                 continue
             self._nominate_workload(batch_job, run)
 
