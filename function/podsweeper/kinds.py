@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Kueue queues a job by this label, and then drives its suspend switch itself.
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
 GROUP = "kubeflow.org"  # the v1 training operator's (and the mpi-operator's) group
 TRAINER_GROUP = "trainer.kubeflow.org"
 # The managedBy value each controller writes as its own (a job naming another is not ours
@@ -117,6 +120,11 @@ class TrainingKind:
     manager: str = "the training operator"
     # A pod of the job controlled by a batch Job the job controls (MPIJob v2beta1), if any.
     launcher: Launcher | None = None
+
+    @property
+    def suspend_field(self) -> str:
+        """Its suspend switch as people write it: spec.runPolicy.suspend, a TrainJob's spec.suspend."""
+        return ".".join(("spec", *self.suspend_path))
 
     def launches(self, version: str) -> Launcher | None:
         """The launcher of this kind at this version, if it runs one."""

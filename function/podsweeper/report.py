@@ -106,7 +106,7 @@ def warning_event(decision: Decision, now: datetime) -> EventRecord:
 
 def suspend_event(decision: Decision, now: datetime) -> EventRecord:
     """podsweeper set the job's suspend switch, and why (the rule's reason)."""
-    switch = ".".join(("spec", *decision.job.kind.suspend_path))
+    switch = decision.job.kind.suspend_field
     return EventRecord(
         name=_event_name(decision.job, "suspend"),
         involved=decision.job,

@@ -197,7 +197,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "suspend-kueue-job",
         "objects/jobs.py",
-        "    if KUEUE_QUEUE_LABEL in labels:",
+        "    if kinds.KUEUE_QUEUE_LABEL in labels:",
         "    if False:",
         "a job Kueue queues is suspended by podsweeper (Kueue drives suspend itself)",
     ),

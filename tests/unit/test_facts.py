@@ -14,7 +14,6 @@ import pytest
 
 from podsweeper import kinds, model, ownership
 from podsweeper.cluster.kube import records, writes
-from podsweeper.objects import jobs
 from tests.fixtures import builders, facts
 
 
@@ -168,7 +167,7 @@ LABELS = [
         ("training.kubeflow.org/job-name", "group-name=kubeflow.org,job-name"),
     ),
     ("ownership.CHAIN_POD_SELECTORS", ownership.CHAIN_POD_SELECTORS, ("jobset.sigs.k8s.io/jobset-name",)),
-    ("objects.jobs.KUEUE_QUEUE_LABEL", jobs.KUEUE_QUEUE_LABEL, facts.KUEUE_QUEUE_LABEL),
+    ("kinds.KUEUE_QUEUE_LABEL", kinds.KUEUE_QUEUE_LABEL, facts.KUEUE_QUEUE_LABEL),
     (
         "kinds.TRAINING_OPERATOR_MANAGED_BY",
         kinds.TRAINING_OPERATOR_MANAGED_BY,

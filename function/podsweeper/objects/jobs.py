@@ -27,7 +27,6 @@ from podsweeper.objects.base import (
 
 POLICIES = frozenset(p.value for p in CleanPodPolicy)
 # Kueue admits a job by driving its suspend field; a queued job is Kueue's to suspend.
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
 class RunPolicy(Schema):
@@ -58,9 +57,8 @@ def _suspend_blocked(
     kind: kinds.TrainingKind, labels: dict[str, str], managed_by: str | None, field: str, own: str, owner: str
 ) -> str | None:
     """Why podsweeper must not drive this job's suspend: Kueue does, or another controller."""
-    if KUEUE_QUEUE_LABEL in labels:
-        switch = ".".join(("spec", *kind.suspend_path))
-        return f"Kueue manages it (label {KUEUE_QUEUE_LABEL}) and drives {switch} itself"
+    if kinds.KUEUE_QUEUE_LABEL in labels:
+        return f"Kueue manages it (label {kinds.KUEUE_QUEUE_LABEL}) and drives {kind.suspend_field} itself"
     if managed_by not in (None, "", own):
         return f"{field} is {managed_by!r}, not {owner}"
     return None

@@ -53,7 +53,7 @@ def suspend_note(job: Job) -> str:
     """What a suspended job's switch does: a v1 operator deletes the job's pods; a chained
     kind's controller suspends the chain's top (a TrainJob's JobSet), which suspends the rest."""
     kind = job.kind
-    switch = ".".join(("spec", *kind.suspend_path))
+    switch = kind.suspend_field
     if kind.chain is not None:
         top, last = kind.chain.links[0], kind.chain.links[-1]
         return (

@@ -36,7 +36,7 @@ def _suspend_or_warn(action: Action, reason: str, job: Job | None) -> tuple[Acti
         return Action.WARN, f"{reason}; not suspended: the job was not read"
     if job.suspend_blocked:
         return Action.WARN, f"{reason}; not suspended: {job.suspend_blocked}"
-    switch = ".".join(("spec", *job.kind.suspend_path))
+    switch = job.kind.suspend_field
     return action, f"{reason}; suspending the {job.kind.kind} ({switch}) stops it for good"
 
 
