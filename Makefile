@@ -30,7 +30,7 @@ demo: $(UNIT_STAMP)
 test: $(FULL_STAMP)
 	$(MAKE) --no-print-directory lint
 	$(PY) -m pytest
-	$(PY) -m tests.reliability.figures --update
+	$(PY) -m tests.support.figures --update
 	$(MAKE) --no-print-directory fresh
 	$(MAKE) --no-print-directory mutants
 
@@ -43,14 +43,14 @@ lint: $(UNIT_STAMP)
 
 ## Fast feedback: no control plane, no Go, no apt, no cryptography.
 unit: $(UNIT_STAMP)
-	$(PY) -m pytest tests/unit tests/http
+	$(PY) -m pytest tests/unit
 
 bench: $(FULL_STAMP)
 	$(PY) -m bench
 
 ## A control plane + function + adapter watching namespace `dev`, to try podsweeper by hand.
 dev: $(FULL_STAMP)
-	$(PY) -m tests.stack --kubeconfig $(CURDIR)/out/dev.kubeconfig --namespace dev
+	$(PY) -m tests.support.stack --kubeconfig $(CURDIR)/out/dev.kubeconfig --namespace dev
 
 ## Seeded bugs, each in a temporary copy against the suites it names: each must be caught
 ## by a FAILED test (writes docs/mutants.md).
@@ -66,10 +66,10 @@ fresh: $(FULL_STAMP)
 	PODSWEEPER_TEST_SEED=$$seed PODSWEEPER_PROPERTY_EXAMPLES=$(FRESH_EXAMPLES) \
 	PODSWEEPER_FIGURES_FILE=$(CURDIR)/out/fresh-figures.json \
 	$(PY) -m pytest -q -p no:cacheprovider \
-		tests/reliability/test_properties.py::test_replay_is_safe_and_leaves_nothing_the_rules_name \
-		tests/reliability/test_properties.py::test_dry_run_replay_deletes_nothing \
-		tests/reliability/test_properties.py::test_live_notifications_late_duplicated_or_lost_then_sweep \
-		tests/reliability/test_faults.py::test_random_faults_then_a_sweep_leaves_what_the_rules_name \
+		tests/replay/test_properties.py::test_replay_is_safe_and_leaves_nothing_the_rules_name \
+		tests/replay/test_properties.py::test_dry_run_replay_deletes_nothing \
+		tests/replay/test_properties.py::test_live_notifications_late_duplicated_or_lost_then_sweep \
+		tests/apiserver/test_faults.py::test_random_faults_then_a_sweep_leaves_what_the_rules_name \
 	|| { echo "== fresh worlds FAILED from seed $$seed: make fresh PODSWEEPER_TEST_SEED=$$seed"; exit 1; }
 
 fixtures: $(UNIT_STAMP)

@@ -1,8 +1,12 @@
-"""Fixtures for tests that need the real control plane (tests/controlplane).
+"""Fixtures for tests that need the real control plane (tests/support/controlplane), and the
+reliability figures summary.
 
 Only control-plane fixtures live here. Everything is imported lazily and the control
 plane starts only when a test requests `control_plane` (directly or through another
 fixture), so unit tests pay nothing for it.
+
+The figures the property, fault, fuzz and security tests fill in (tests/support/figures.py)
+are printed and written once at the end of any run that filled some, whichever rungs it ran.
 
 A missing binary is built on first use; a failed build raises, so the tests that need
 it ERROR with the compiler output. They are never skipped: a silently skipped
@@ -23,16 +27,27 @@ from tests.fixtures import facts
 TRAINING_JOB_PLURALS = tuple((k.group, k.versions[0], k.plural) for k in facts.TRAINING_KINDS)
 
 
+def pytest_terminal_summary(terminalreporter):
+    from tests.support import figures
+
+    if figures.FIGURES or figures.MEASURED:
+        terminalreporter.section("podsweeper reliability figures")
+        for name, value in figures.snapshot().items():
+            terminalreporter.write_line(f"{name}: {value}")
+        figures.write()
+        terminalreporter.write_line(f"(written to {figures.OUT})")
+
+
 @pytest.fixture(scope="session")
 def control_plane(pytestconfig):
-    """A running ControlPlane (tests/controlplane/launcher.py) with CRDs and function RBAC.
+    """A running ControlPlane (tests/support/controlplane/launcher.py) with CRDs and function RBAC.
 
     Useful members: ``admin_kubeconfig``, ``function_kubeconfig``, ``kubeconfig(user)``,
     ``write_kubeconfig(path, user)``, ``api_client(user)``, ``url``, ``ca_file``;
     users are "admin", "function" and "source".
     """
-    from tests.controlplane.build import ETCD, KUBE_APISERVER, ensure_built
-    from tests.controlplane.launcher import ControlPlane
+    from tests.support.controlplane.build import ETCD, KUBE_APISERVER, ensure_built
+    from tests.support.controlplane.launcher import ControlPlane
 
     if not (ETCD.path.exists() and KUBE_APISERVER.path.exists()):
         # A cold build takes minutes: show its progress instead of a silent pause.
