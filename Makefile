@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 UNIT_STAMP := $(VENV)/.installed-unit
 FULL_STAMP := $(VENV)/.installed-full
 
-.PHONY: demo test lint unit bench dev fixtures mutants fresh clean
+.PHONY: demo test lint unit replay apiserver controllers delivery bench dev fixtures mutants fresh clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,9 +24,9 @@ $(FULL_STAMP): pyproject.toml | $(VENV)/bin/python
 demo: $(UNIT_STAMP)
 	$(VENV)/bin/podsweeper replay tests/fixtures/seed-experiment-1.jsonl tests/fixtures/seed-experiment-2.jsonl
 
-## Everything, lint first (fails fast): unit, HTTP, integration (real kube-apiserver),
-## e2e (Knative adapter), reliability, deploy, container; then the figures page, a run on
-## fresh random worlds, and the seeded bugs.
+## Everything, lint first (fails fast): the five rungs below in one pytest run, cheapest first
+## (pyproject.toml's testpaths; one run, so the figures page gets the replay and apiserver
+## figures together); then the figures page, a run on fresh random worlds, and the seeded bugs.
 test: $(FULL_STAMP)
 	$(MAKE) --no-print-directory lint
 	$(PY) -m pytest
@@ -41,9 +41,29 @@ lint: $(UNIT_STAMP)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-## Fast feedback: no control plane, no Go, no apt, no cryptography.
+## The rungs, one folder of tests/ and one marker each; each runs alone on a fresh checkout.
+## unit: fast feedback, pure (the HTTP edge included): no control plane, no Go, no apt, no cryptography.
 unit: $(UNIT_STAMP)
 	$(PY) -m pytest tests/unit
+
+## replay: pure but slow, the property tests over generated worlds.
+replay: $(UNIT_STAMP)
+	$(PY) -m pytest tests/replay
+
+## apiserver: the real kube-apiserver (built from Go modules on first use): every API call, faults,
+## fuzz, security.
+apiserver: $(FULL_STAMP)
+	$(PY) -m pytest tests/apiserver
+
+## controllers: the real controllers (kube-controller-manager, scheduler, kwok, the operators) and
+## Knative's real adapter.
+controllers: $(FULL_STAMP)
+	$(PY) -m pytest tests/controllers
+
+## delivery: what ships: manifests (kustomize, the API server, Knative's admission logic), the
+## container image (buildah, root), the replay page (chromium, root), dashboard and alert rules.
+delivery: $(FULL_STAMP)
+	$(PY) -m pytest tests/delivery
 
 bench: $(FULL_STAMP)
 	$(PY) -m bench

@@ -5,6 +5,9 @@ Only control-plane fixtures live here. Everything is imported lazily and the con
 plane starts only when a test requests `control_plane` (directly or through another
 fixture), so unit tests pay nothing for it.
 
+Every test lives in the folder of its rung and carries that rung's marker (pyproject.toml),
+given here from the folder: `-m unit`, `-m "not controllers"`, ... select by rung.
+
 The figures the property, fault, fuzz and security tests fill in (tests/support/figures.py)
 are printed and written once at the end of any run that filled some, whichever rungs it ran.
 
@@ -18,13 +21,30 @@ from __future__ import annotations
 import contextlib
 import secrets
 import sys
+from pathlib import Path
 
 import pytest
 
 from tests.fixtures import facts
 
+TESTS = Path(__file__).resolve().parent
+# The rungs, cheapest first: each a folder of tests/ and a marker of the same name.
+RUNGS = ("unit", "replay", "apiserver", "controllers", "delivery")
+
 # (group, version, plural) of every training kind, to clean a test namespace of its jobs.
 TRAINING_JOB_PLURALS = tuple((k.group, k.versions[0], k.plural) for k in facts.TRAINING_KINDS)
+
+
+def pytest_collection_modifyitems(items):
+    """Mark every test with its rung, from the folder it lives in; a test outside a rung folder
+    is refused, so the tree keeps saying what each test needs."""
+    for item in items:
+        rung = item.path.resolve().relative_to(TESTS).parts[0]
+        if rung not in RUNGS:
+            raise pytest.UsageError(
+                f"{item.nodeid}: a test lives in a rung folder, tests/{{{','.join(RUNGS)}}}"
+            )
+        item.add_marker(getattr(pytest.mark, rung))
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -16,8 +16,6 @@ from kubernetes.client.rest import ApiException
 from tests.fixtures import facts
 from tests.support.controlplane.versions import KUBERNETES_VERSION
 
-pytestmark = pytest.mark.integration
-
 # (group, plural) of every training kind and of the chain's custom links, as the test side
 # writes them out (tests/fixtures/facts.py; never podsweeper.kinds): the installed CRDs must
 # serve exactly these.

@@ -28,8 +28,6 @@ from tests.support.faultproxy import Rule, kubeconfig_through, proxy_for
 from tests.support.harness.served import Served, binary_headers
 from tests.support.k8s import Operator, for_create
 
-pytestmark = pytest.mark.integration
-
 BOUND = 3.0  # PODSWEEPER_EVENT_TIMEOUT_SECONDS for these servers
 SLACK = 1.5  # process, HTTP and scheduling overhead on a loaded 2-core machine
 RETRIED = {404, 413, 425, 429, 502, 503, 504}  # what ApiServerSource retries

@@ -21,7 +21,6 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
 from kubernetes import client
 
 from tests.fixtures import builders
@@ -198,7 +197,6 @@ def merge(first: dict, second: dict) -> dict:
     }
 
 
-@pytest.mark.integration
 def test_ten_thousand_hostile_requests_against_the_real_api(control_plane, admin_api, namespace, tmp_path):
     seeded = seed(admin_api, namespace)
     before = pod_state(admin_api, namespace)
@@ -255,7 +253,6 @@ def test_ten_thousand_hostile_requests_against_the_real_api(control_plane, admin
         figures.add(f"fuzz category: {category}", sum(counts.values()))
 
 
-@pytest.mark.integration
 def test_hostile_requests_with_the_api_unreachable(admin_api, namespace, tmp_path):
     seeded = seed(admin_api, namespace)
     requests = Generator(namespace, seeded, BODY_LIMIT, seed=seeds.or_fixed(7)).requests(UNREACHABLE_REQUESTS)

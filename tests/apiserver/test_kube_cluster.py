@@ -27,7 +27,6 @@ from tests.fixtures.parse import parse_pod
 from tests.support.k8s import Operator
 from tests.support.trainer_objects import trainer_namespace
 
-pytestmark = pytest.mark.integration
 SUSPEND_RBAC = Path(__file__).resolve().parents[2] / "knative/overlays/crashloop-suspend/suspend-rbac.yaml"
 PYTORCH = kinds.BY_KIND["PyTorchJob"]
 

@@ -221,7 +221,6 @@ def assert_no_secret(text: str, where: str) -> None:
     assert SECRET not in text, f"{where} shows a pod's env value"
 
 
-@pytest.mark.integration
 def test_every_decision_path_logs_no_env_value(control_plane, admin_api, namespace, tmp_path):
     """Deletes with evidence, warnings, skips, dry-run, 400s and 503s: the secret appears nowhere."""
     operator = Operator(admin_api, namespace)
@@ -495,7 +494,6 @@ BASE = facts.merged(facts.FUNCTION_RBAC, facts.EVERY_USER)
 AT_LEAST_DELETABLE, AT_LEAST_REFUSED, AT_LEAST_REVIEWS_REFUSED = 60, 560, 670
 
 
-@pytest.mark.integration
 def test_the_shipped_rbac_allows_exactly_its_table_and_refuses_everything_else(
     control_plane, admin_api, namespace
 ):
@@ -595,7 +593,6 @@ OVERLAYS = {
 }
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize("overlay", list(OVERLAYS))
 def test_each_opt_in_overlay_adds_exactly_its_table(control_plane, admin_api, overlay):
     import yaml

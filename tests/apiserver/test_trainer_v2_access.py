@@ -29,7 +29,6 @@ from podsweeper.model import EventRecord, FinishMark, JobRef
 from tests.fixtures import facts
 from tests.support.trainer_objects import TRAINJOB_API_VERSION, trainer_namespace
 
-pytestmark = pytest.mark.integration
 # The kinds as the test side writes them out (group, version, plural: tests/fixtures/facts.py),
 # and the package's own objects for them, looked up by those facts (a package that names them
 # otherwise fails here, not silently elsewhere): the package's calls take the package's kinds.

@@ -15,8 +15,6 @@ import sys
 import time
 from urllib.parse import urlsplit
 
-import pytest
-
 from tests.controllers.test_scenarios import EVENTUALLY, SCALE, ping_event, uids, workers_of
 from tests.support.monitoring.prometheus import (
     Prometheus,
@@ -30,8 +28,6 @@ from tests.support.monitoring.prometheus import (
 )
 from tests.support.stack import observe
 from tests.support.stack.players import Play, experiment_2
-
-pytestmark = pytest.mark.e2e
 
 RULE = "finished-job-active-pod"  # what deletes experiment 2's workers (docs/rules.md)
 GPUS_PER_WORKER = 1  # tests/fixtures/builders.py: requests and limits nvidia.com/gpu: 1

@@ -19,8 +19,6 @@ from kubernetes import client
 from tests.support.harness.waiting import wait_for
 from tests.support.world.launcher import World
 
-pytestmark = pytest.mark.e2e
-
 GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
 
 

@@ -23,7 +23,6 @@ import uuid
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import pytest
 import requests
 
 from tests.fixtures import builders
@@ -39,8 +38,6 @@ from tests.support.adapter.ping import (
 from tests.support.harness.waiting import wait_for
 from tests.support.stack import observe
 from tests.support.stack.users import FOREVER, User, pytorchjob, replica, running
-
-pytestmark = pytest.mark.e2e
 
 EVENTUALLY = 30.0  # seconds: the only time bound asserted on a removal
 SETTLE = 1.5  # seconds: time for a wrong (or a missing) delete to show

@@ -30,8 +30,6 @@ import yaml
 
 from tests.support.harness.waiting import wait_for
 
-pytestmark = pytest.mark.e2e
-
 ROOT = Path(__file__).resolve().parents[2]
 GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
 SCENARIOS = ("m643", "m647", "mevict", "mplain")

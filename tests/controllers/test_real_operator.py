@@ -37,8 +37,6 @@ import yaml
 from tests.support.harness.waiting import wait_for
 from tests.support.stack.users import condition, running
 
-pytestmark = pytest.mark.e2e
-
 ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "examples" / "pytorchjob-seed.yaml"
 SUSPEND_RBAC = ROOT / "knative" / "overlays" / "crashloop-suspend" / "suspend-rbac.yaml"

@@ -35,8 +35,6 @@ import pytest
 from tests.support.harness.waiting import wait_for
 from tests.support.world.trainjobs import ANCESTOR, JOBSET, TRAINER, Cluster, controller_of, trainjob
 
-pytestmark = pytest.mark.e2e
-
 ORPHAN_GRACE = 5
 TTL = 5  # seconds a finished JobSet lives (runtime copy); a Failed TrainJob then gets a new one
 STAY = 120.0  # the "no pod comes back within two minutes"

@@ -18,13 +18,9 @@ import time
 from collections import defaultdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import pytest
-
 from tests.support.adapter.launcher import ReceiveAdapter, install_source_rbac, source_config
 from tests.support.stack.players import Play, experiment_1
 from tests.support.stack.recording import RecordProcess
-
-pytestmark = pytest.mark.e2e
 
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z$")
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")

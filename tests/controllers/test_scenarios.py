@@ -19,8 +19,6 @@ import time
 import uuid
 from datetime import UTC, datetime
 
-import pytest
-
 from podsweeper.tools.record import make_event, rfc3339
 from tests.controllers.conftest import ORPHAN_GRACE_SECONDS
 from tests.fixtures import builders
@@ -29,8 +27,6 @@ from tests.support.stack import observe
 from tests.support.stack.players import Play, experiment_1, running
 from tests.support.stack.users import FOREVER, User, condition, pytorchjob, replica
 from tests.support.stack.users import running as all_running
-
-pytestmark = pytest.mark.e2e
 
 EVENTUALLY = 30.0  # seconds: the only time bound asserted
 SCALE = 0.05  # the seed's 34 s before Succeeded become 1.7 s

@@ -42,8 +42,6 @@ import yaml
 
 from tests.support.harness.waiting import wait_for
 
-pytestmark = pytest.mark.e2e
-
 ROOT = Path(__file__).resolve().parents[2]
 NODES_RBAC = ROOT / "knative" / "overlays" / "stuck-terminating" / "nodes-rbac.yaml"
 NS = "stuck"

@@ -20,8 +20,6 @@ from tests.support.harness.waiting import wait_for
 from tests.support.world.launcher import World
 from tests.support.world.trainjobs import ANCESTOR, JOBSET, TRAINER, Cluster, controller_of, trainjob
 
-pytestmark = pytest.mark.e2e
-
 
 @pytest.fixture(scope="session")
 def world():

@@ -25,8 +25,6 @@ from kubernetes import client
 from tests.support.harness.waiting import wait_for
 from tests.support.world.volcano_world import SCHEDULER_NAME, Volcano, gpu_job
 
-pytestmark = pytest.mark.e2e
-
 SEED = Path(__file__).resolve().parents[2] / "examples" / "pytorchjob-seed.yaml"
 NS = "volcano-seed"
 NEXT_WORKERS = 21  # + 1 master = 22 GPUs: fits only once the seed's 3 workers are gone

@@ -19,8 +19,6 @@ from kubernetes.client.rest import ApiException
 from tests.support.harness.waiting import wait_for
 from tests.support.world.launcher import World
 
-pytestmark = pytest.mark.e2e
-
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 GROUP, VERSION = "kubeflow.org", "v1"
 PLURALS = {

@@ -27,8 +27,6 @@ from tests.support.harness.ports import free_port
 from tests.support.harness.served import SERVE_COMMAND
 from tests.support.tools import image
 
-pytestmark = pytest.mark.container
-
 REPO = Path(__file__).resolve().parents[2]
 TAG = "localhost/podsweeper:test"
 EXPECTED_CMD = list(SERVE_COMMAND)  # run from WORKDIR /app, as from the repository root

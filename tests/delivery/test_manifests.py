@@ -210,7 +210,6 @@ def test_every_rbac_manifest_is_in_the_table():
 # --- the rendered manifests ---------------------------------------------------------------
 
 
-@pytest.mark.integration
 def test_base_renders_everything_into_namespace_podsweeper(rendered):
     objects = rendered["knative"]
     kinds = sorted((o["kind"], o["metadata"]["name"]) for o in objects)
@@ -234,7 +233,6 @@ def test_base_renders_everything_into_namespace_podsweeper(rendered):
             assert o["metadata"].get("namespace") == "podsweeper", o["metadata"]
 
 
-@pytest.mark.integration
 def test_apiserversource_watches_the_training_jobs_their_links_and_their_pods(rendered):
     objects = rendered["knative"]
     src = one(objects, "ApiServerSource")
@@ -271,7 +269,6 @@ def test_apiserversource_watches_the_training_jobs_their_links_and_their_pods(re
     ]
 
 
-@pytest.mark.integration
 def test_pingsource_is_the_five_minute_backstop(rendered):
     ping = one(rendered["knative"], "PingSource")
     assert ping["spec"]["schedule"] == "*/5 * * * *"
@@ -279,7 +276,6 @@ def test_pingsource_is_the_five_minute_backstop(rendered):
     assert ping["spec"]["sink"]["ref"]["name"] == "podsweeper"
 
 
-@pytest.mark.integration
 def test_knative_service_runs_the_function_safely(rendered):
     svc = one(rendered["knative"], "Service", "serving.knative.dev")
     assert svc["metadata"]["labels"]["networking.knative.dev/visibility"] == "cluster-local"
@@ -316,7 +312,6 @@ def test_knative_service_runs_the_function_safely(rendered):
         assert set(c["resources"][kind]) == {"cpu", "memory"}
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize("kustomization, dry_run", [("knative", True), ("knative/overlays/live", False)])
 def test_service_env_is_accepted_by_the_function_settings(rendered, monkeypatch, kustomization, dry_run):
     from podsweeper.config import ENV_PREFIX, Settings, load_settings
@@ -350,7 +345,6 @@ def test_service_env_is_accepted_by_the_function_settings(rendered, monkeypatch,
     assert int(env["THREADS"]) > svc["spec"]["template"]["spec"]["containerConcurrency"]
 
 
-@pytest.mark.integration
 def test_overlays_change_only_what_they_are_for(rendered):
     base = {(o["kind"], o["metadata"]["name"]): o for o in rendered["knative"]}
     live = rendered["knative/overlays/live"]
@@ -370,7 +364,6 @@ def test_overlays_change_only_what_they_are_for(rendered):
             assert o == base[(o["kind"], o["metadata"]["name"])]
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize(
     "overlay, watches",
     [("training-operator-only", V1_WATCHES), ("trainer-v2-only", V2_WATCHES)],
@@ -413,7 +406,6 @@ def test_suspend_overlay_grants_patch_on_the_training_jobs_and_nothing_else():
     ]
 
 
-@pytest.mark.integration
 def test_suspend_overlay_changes_only_the_crash_loop_action(rendered):
     base = {(o["kind"], o["metadata"]["name"]): o for o in rendered["knative"]}
     overlay = {(o["kind"], o["metadata"]["name"]): o for o in rendered["knative/overlays/crashloop-suspend"]}
@@ -430,7 +422,6 @@ def test_suspend_overlay_changes_only_the_crash_loop_action(rendered):
     assert service == base[("Service", "podsweeper")]
 
 
-@pytest.mark.integration
 def test_kubectl_embedded_kustomize_renders_the_same(rendered, tmp_path):
     """`kubectl apply -k knative/` uses kubectl's own (older) kustomize; it must agree."""
     import shutil
@@ -549,7 +540,6 @@ def api(admin_api, rendered):
     return api
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
 def test_every_object_passes_server_side_dry_run(api, rendered, kustomization):
     failures = []
@@ -566,7 +556,6 @@ def test_every_object_passes_server_side_dry_run(api, rendered, kustomization):
     assert not failures, "\n".join(failures)
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize(
     "kind, mutate",
     [
@@ -595,7 +584,6 @@ def test_dry_run_does_reject_a_broken_manifest(api, rendered, kind, mutate):
     assert 400 <= status < 500 and status != 409, f"{kind} accepted: {status} {data!r}"
 
 
-@pytest.mark.integration
 def test_watched_group_versions_are_served(api, rendered):
     """The receive adapter exits at start if a listed group/version is not served.
 
@@ -618,7 +606,6 @@ def test_watched_group_versions_are_served(api, rendered):
     assert any(r["apiVersion"] == "kubeflow.org/v2beta1" for r in mpi["spec"]["resources"])
 
 
-@pytest.mark.integration
 def test_source_service_account_passes_knatives_access_check(api, rendered):
     """Apply the source's RBAC for real and run the SubjectAccessReviews Knative's ApiServerSource
     controller runs (eventing pkg/reconciler/apiserversource runAccessCheck): get, list and
@@ -711,7 +698,6 @@ patches:
 """
 
 
-@pytest.mark.integration
 def test_documented_gitops_overlay_sets_image_and_goes_live(rendered, tmp_path):
     """The overlay the deploy docs (README, "Deploy on Knative") show: outside the repository,
     on top of knative/, with the user's image and dry-run off. Keep the two in step."""
@@ -732,7 +718,6 @@ def test_documented_gitops_overlay_sets_image_and_goes_live(rendered, tmp_path):
 # --- Knative's own admission logic (no webhook runs in the test cluster) --------------------
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
 def test_knative_webhook_logic_accepts_the_manifests(rendered, kustomization):
     from tests.support.deploy.knative_admission import admit
@@ -751,7 +736,6 @@ def _svc_env(o, name, value):
     o["spec"]["template"]["spec"]["containers"][0]["env"].append({"name": name, "value": value})
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize(
     "kind, mutate, message",
     [
@@ -788,7 +772,6 @@ def test_knative_webhook_logic_rejects_a_broken_manifest(rendered, kind, mutate,
 # --- the real receive adapter ---------------------------------------------------------------
 
 
-@pytest.mark.e2e
 def test_real_adapter_exits_when_a_listed_group_version_is_not_served(
     control_plane, admin_api, rendered, tmp_path
 ):
@@ -819,7 +802,6 @@ def test_real_adapter_exits_when_a_listed_group_version_is_not_served(
     assert "kubeflow.org/v2beta1" in str(failure.value)
 
 
-@pytest.mark.e2e
 def test_real_adapter_watches_each_entry_with_its_own_selector(control_plane, admin_api, tmp_path):
     """The shipped source through the real adapter (pkg/adapter/apiserver gives every entry
     its own reflector, with that entry's selector on its LIST and WATCH): both Pod entries

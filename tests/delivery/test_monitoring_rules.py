@@ -26,8 +26,6 @@ from tests.support.monitoring.prometheus import (
     variable_queries,
 )
 
-pytestmark = pytest.mark.e2e
-
 ALERTS_TEST = Path(__file__).parent / "alerts_test.yaml"
 
 

@@ -16,8 +16,6 @@ from podsweeper.replay import replay
 from tests.fixtures import scenarios
 from tests.support.tools.chromium import ARGS, ensure_chromium
 
-pytestmark = pytest.mark.e2e
-
 SEED_2 = Path(scenarios.__file__).parent / "seed-experiment-2.jsonl"
 
 

@@ -55,7 +55,6 @@ def renders():
     return render(REPO / "knative"), render(REPO / OVERLAY)
 
 
-@pytest.mark.integration
 def test_overlay_adds_the_setting_and_changes_nothing_else(renders, monkeypatch):
     base, overlay = renders
     by_id = {(o["kind"], o["metadata"]["name"]): o for o in overlay}
@@ -118,7 +117,6 @@ def wait_status(call, wanted: int, timeout: float = 10.0) -> int:
     return status
 
 
-@pytest.mark.integration
 def test_function_reads_a_node_only_with_the_overlay(control_plane, function_api, admin_api, node, renders):
     from kubernetes import client
 
@@ -160,7 +158,6 @@ def test_function_reads_a_node_only_with_the_overlay(control_plane, function_api
     assert wait_status(lambda: core.read_node(node), 403) == 403
 
 
-@pytest.mark.integration
 def test_documented_live_overlay_with_the_rule_renders(renders, tmp_path):
     """docs/deploy.md's own overlay for running the rule for real (not dry-run), as written
     there: the base, a copy of nodes-rbac.yaml, the two settings."""

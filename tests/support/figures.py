@@ -105,7 +105,7 @@ def table(figures: dict, written: datetime | None = None) -> str:
 
 def main(argv: list[str]) -> int:
     if not OUT.exists():
-        print(f"{OUT} is missing: run the reliability tests first", file=sys.stderr)
+        print(f"{OUT} is missing: run the replay and apiserver rungs first", file=sys.stderr)
         return 1
     figures = json.loads(OUT.read_text())
     text = table(figures, datetime.fromtimestamp(OUT.stat().st_mtime, UTC))

@@ -164,7 +164,7 @@ def test_the_figures_table_is_generated_and_lists_what_the_tests_assert():
             listed.add((cells[0], op, float(bound)))
     expected = every_asserted_figure()
     assert listed == expected, (
-        "the generated figures table is stale (run the reliability tests, then "
+        "the generated figures table is stale (run the replay and apiserver rungs, then "
         "`python -m tests.support.figures --update`): "
         f"missing {sorted(expected - listed)}, not asserted any more {sorted(listed - expected)}"
     )

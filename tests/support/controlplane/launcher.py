@@ -33,7 +33,6 @@ from pathlib import Path
 import requests
 import yaml
 
-from tests.support.controlplane import pki as pki_mod
 from tests.support.controlplane.build import ETCD, KUBE_APISERVER, ensure_built
 from tests.support.harness.ports import free_port
 from tests.support.harness.processes import die_with_parent, stop_group
@@ -184,6 +183,10 @@ class ControlPlane:
         t0 = time.monotonic()
         atexit.register(self.stop)  # stop() unregisters it
         self.workdir = Path(tempfile.mkdtemp(prefix="podsweeper-cp-"))
+        # cryptography (the integration extra) only once a control plane starts: the unit rung imports
+        # this module (its docs check reads the apiserver tests) on the [test] extra alone.
+        from tests.support.controlplane import pki as pki_mod
+
         keys = pki_mod.generate(self.workdir / "pki")
         self.ca_file = keys.ca_cert
         token_file = self.workdir / "tokens.csv"

@@ -21,11 +21,6 @@ import ipaddress
 import os
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
 from tests.support.controlplane.build import cache_root
 
 CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")  # pkg/cert/cert.go in v1.9.4
@@ -33,8 +28,15 @@ CA_NAME = "training-operator-ca"
 FILES = ("ca.crt", "ca.key", "tls.crt", "tls.key")
 
 
+# cryptography (the integration extra) is imported where it is used, not with the module: the
+# unit rung imports the world's modules (its docs check reads the controllers tests) on the
+# [test] extra alone.
+
+
 def _pem_key(key) -> bytes:
     # PKCS#1 ("RSA PRIVATE KEY"), the form the rotator itself writes and parses.
+    from cryptography.hazmat.primitives import serialization
+
     return key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.TraditionalOpenSSL,
@@ -44,6 +46,11 @@ def _pem_key(key) -> bytes:
 
 def generate(ca_name: str, dns_names: list[str], valid_for: datetime.timedelta) -> dict[str, bytes]:
     """A CA and a serving pair for `dns_names`, localhost and 127.0.0.1 (PEM; PKCS#1 keys)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
     now = datetime.datetime.now(datetime.UTC)
     ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     ca_subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ca_name)])
