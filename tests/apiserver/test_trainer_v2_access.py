@@ -27,7 +27,7 @@ from podsweeper.decisions import Result
 from podsweeper.evidence import store_name
 from podsweeper.model import EventRecord, FinishMark, JobRef
 from tests.fixtures import facts
-from tests.support.trainer_objects import TRAINJOB_API_VERSION, trainer_namespace
+from tests.support.trainer_objects import TRAINJOB_API_VERSION, TrainerObjects, trainer_namespace
 
 # The kinds as the test side writes them out (group, version, plural: tests/fixtures/facts.py),
 # and the package's own objects for them, looked up by those facts (a package that names them
@@ -42,9 +42,12 @@ ENFORCE_OWNER_REFERENCES = "OwnerReferencesPermissionEnforcement"
 
 
 @pytest.fixture
-def trainer(admin_api):
-    with trainer_namespace(admin_api) as objects:
-        yield objects
+def trainer(admin_api, namespace):
+    """The shared `namespace` fixture with the Trainer v2 objects made in it; they are deleted
+    here first, as `trainer_namespace` does (the shared fixture knows only the v1 kinds)."""
+    objects = TrainerObjects(admin_api, namespace)
+    yield objects
+    objects.delete_all()
 
 
 @pytest.fixture

@@ -109,6 +109,11 @@ def real_world(receive_adapter):
 
 @pytest.fixture
 def make_stack(request, receive_adapter, control_plane, namespace):
+    """`make(world=..., mode=..., env=...)` starts a stack (see the module docstring). A "players"
+    stack acts in the shared `namespace` fixture's namespace. A "real" one does not, on purpose:
+    its namespace is on the module's world (`real_world`, another API server than `admin_api`'s),
+    a test may start several of them, and each is made by its Stack and deleted with it
+    (finish_stacks) while the world's namespace controller empties it."""
     from tests.support.stack import Stack
 
     stacks: list[Stack] = []

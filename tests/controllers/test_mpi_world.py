@@ -11,7 +11,6 @@ works in its own namespace. Run with -s to see the timings.
 from __future__ import annotations
 
 import time
-import uuid
 
 import pytest
 from kubernetes import client
@@ -102,13 +101,18 @@ def api(world):
     api_client.close()
 
 
+@pytest.fixture(scope="module")
+def admin_api(api):
+    """This world's admin client in place of the session control plane's (tests/conftest.py): the
+    shared `namespace` fixture then makes each test's namespace on this world's API server."""
+    return api
+
+
 @pytest.fixture
-def k(api):
-    name = f"m-{uuid.uuid4().hex[:6]}"
-    core = client.CoreV1Api(api)
-    core.create_namespace({"metadata": {"name": name}})
-    yield Mpi(api, name)
-    core.delete_namespace(name)
+def k(api, namespace):
+    """A fresh namespace per test, deleted afterwards (the shared `namespace` fixture, on this
+    world), as an Mpi."""
+    return Mpi(api, namespace)
 
 
 def test_mpijob_succeeds_through_its_launcher_job_and_keeps_its_workers(k, record_property):

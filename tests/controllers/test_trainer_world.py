@@ -11,10 +11,8 @@ Run with -s to see the timings.
 from __future__ import annotations
 
 import time
-import uuid
 
 import pytest
-from kubernetes import client
 
 from tests.support.harness.waiting import wait_for
 from tests.support.world.launcher import World
@@ -34,14 +32,18 @@ def api(world):
     api_client.close()
 
 
+@pytest.fixture(scope="session")
+def admin_api(api):
+    """This world's admin client in place of the session control plane's (tests/conftest.py): the
+    shared `namespace` fixture then makes each test's namespace on this world's API server."""
+    return api
+
+
 @pytest.fixture
-def k(api):
-    """A fresh namespace per test, deleted afterwards (GC and the namespace controller empty it)."""
-    name = f"t-{uuid.uuid4().hex[:6]}"
-    core = client.CoreV1Api(api)
-    core.create_namespace({"metadata": {"name": name}})
-    yield Cluster(api, name)
-    core.delete_namespace(name)
+def k(api, namespace):
+    """A fresh namespace per test, deleted afterwards (the shared `namespace` fixture, on this
+    world; GC and the namespace controller empty it), as a Cluster."""
+    return Cluster(api, namespace)
 
 
 def test_trainjob_completes_through_jobset_job_and_pods(k, record_property):

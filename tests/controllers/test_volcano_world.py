@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -39,15 +38,20 @@ def world():
         yield w
 
 
-@pytest.fixture
-def ns(world):
+@pytest.fixture(scope="module")
+def admin_api(world):
+    """This world's admin client in place of the session control plane's (tests/conftest.py): the
+    shared `namespace` fixture then makes each test's namespace on this world's API server."""
     api = world.control_plane.api_client("admin")
-    name = f"v-{uuid.uuid4().hex[:6]}"
-    core = client.CoreV1Api(api)
-    core.create_namespace({"metadata": {"name": name}})
-    yield api, name
-    core.delete_namespace(name)
+    yield api
     api.close()
+
+
+@pytest.fixture
+def ns(admin_api, namespace):
+    """A fresh namespace per test, deleted afterwards (the shared `namespace` fixture, on this
+    world), with the admin client that reaches it."""
+    return admin_api, namespace
 
 
 def seed_job() -> dict:

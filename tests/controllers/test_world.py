@@ -8,7 +8,6 @@ with -s to see them) and recorded as junit properties.
 from __future__ import annotations
 
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -44,14 +43,17 @@ def api(world):
     api_client.close()
 
 
+@pytest.fixture(scope="session")
+def admin_api(api):
+    """This world's admin client in place of the session control plane's (tests/conftest.py): the
+    shared `namespace` fixture then makes each test's namespace on this world's API server."""
+    return api
+
+
 @pytest.fixture
-def ns(api):
-    """A fresh namespace per test, deleted afterwards (the namespace controller empties it)."""
-    name = f"w-{uuid.uuid4().hex[:6]}"
-    core = client.CoreV1Api(api)
-    core.create_namespace({"metadata": {"name": name}})
-    yield name
-    core.delete_namespace(name)
+def ns(namespace):
+    """A fresh namespace per test, deleted afterwards: the shared `namespace` fixture, on this world."""
+    return namespace
 
 
 def pytorchjob(name: str, *, master: dict, workers: dict, n_workers: int = 3, run_policy=None) -> dict:
