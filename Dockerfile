@@ -41,7 +41,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 COPY --from=venv /opt/venv /opt/venv
 WORKDIR /app
 # The functions-framework entry is not part of the wheel: it sits where the serve command
-# (README.md, tests/harness/served.py) names it, relative to the working directory.
+# (README.md, tests/support/harness/served.py) names it, relative to the working directory.
 COPY function/main.py function/main.py
 USER 65532:65532
 EXPOSE 8080

@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 UNIT_STAMP := $(VENV)/.installed-unit
 FULL_STAMP := $(VENV)/.installed-full
 
-.PHONY: demo test lint unit bench dev fixtures mutants fresh clean
+.PHONY: demo test lint unit replay apiserver controllers delivery bench dev fixtures mutants fresh clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,13 +24,13 @@ $(FULL_STAMP): pyproject.toml | $(VENV)/bin/python
 demo: $(UNIT_STAMP)
 	$(VENV)/bin/podsweeper replay tests/fixtures/seed-experiment-1.jsonl tests/fixtures/seed-experiment-2.jsonl
 
-## Everything, lint first (fails fast): unit, HTTP, integration (real kube-apiserver),
-## e2e (Knative adapter), reliability, deploy, container; then the figures page, a run on
-## fresh random worlds, and the seeded bugs.
+## Everything, lint first (fails fast): the five rungs below in one pytest run, cheapest first
+## (pyproject.toml's testpaths; one run, so the figures page gets the replay and apiserver
+## figures together); then the figures page, a run on fresh random worlds, and the seeded bugs.
 test: $(FULL_STAMP)
 	$(MAKE) --no-print-directory lint
 	$(PY) -m pytest
-	$(PY) -m tests.reliability.figures --update
+	$(PY) -m tests.support.figures --update
 	$(MAKE) --no-print-directory fresh
 	$(MAKE) --no-print-directory mutants
 
@@ -41,16 +41,36 @@ lint: $(UNIT_STAMP)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-## Fast feedback: no control plane, no Go, no apt, no cryptography.
+## The rungs, one folder of tests/ and one marker each; each runs alone on a fresh checkout.
+## unit: fast feedback, pure (the HTTP edge included): no control plane, no Go, no apt, no cryptography.
 unit: $(UNIT_STAMP)
-	$(PY) -m pytest tests/unit tests/http
+	$(PY) -m pytest tests/unit
+
+## replay: pure but slow, the property tests over generated worlds.
+replay: $(UNIT_STAMP)
+	$(PY) -m pytest tests/replay
+
+## apiserver: the real kube-apiserver (built from Go modules on first use): every API call, faults,
+## fuzz, security.
+apiserver: $(FULL_STAMP)
+	$(PY) -m pytest tests/apiserver
+
+## controllers: the real controllers (kube-controller-manager, scheduler, kwok, the operators) and
+## Knative's real adapter.
+controllers: $(FULL_STAMP)
+	$(PY) -m pytest tests/controllers
+
+## delivery: what ships: manifests (kustomize, the API server, Knative's admission logic), the
+## container image (buildah, root), the replay page (chromium, root), dashboard and alert rules.
+delivery: $(FULL_STAMP)
+	$(PY) -m pytest tests/delivery
 
 bench: $(FULL_STAMP)
 	$(PY) -m bench
 
 ## A control plane + function + adapter watching namespace `dev`, to try podsweeper by hand.
 dev: $(FULL_STAMP)
-	$(PY) -m tests.stack --kubeconfig $(CURDIR)/out/dev.kubeconfig --namespace dev
+	$(PY) -m tests.support.stack --kubeconfig $(CURDIR)/out/dev.kubeconfig --namespace dev
 
 ## Seeded bugs, each in a temporary copy against the suites it names: each must be caught
 ## by a FAILED test (writes docs/mutants.md).
@@ -66,10 +86,10 @@ fresh: $(FULL_STAMP)
 	PODSWEEPER_TEST_SEED=$$seed PODSWEEPER_PROPERTY_EXAMPLES=$(FRESH_EXAMPLES) \
 	PODSWEEPER_FIGURES_FILE=$(CURDIR)/out/fresh-figures.json \
 	$(PY) -m pytest -q -p no:cacheprovider \
-		tests/reliability/test_properties.py::test_replay_is_safe_and_leaves_nothing_the_rules_name \
-		tests/reliability/test_properties.py::test_dry_run_replay_deletes_nothing \
-		tests/reliability/test_properties.py::test_live_notifications_late_duplicated_or_lost_then_sweep \
-		tests/reliability/test_faults.py::test_random_faults_then_a_sweep_leaves_what_the_rules_name \
+		tests/replay/test_properties.py::test_replay_is_safe_and_leaves_nothing_the_rules_name \
+		tests/replay/test_properties.py::test_dry_run_replay_deletes_nothing \
+		tests/replay/test_properties.py::test_live_notifications_late_duplicated_or_lost_then_sweep \
+		tests/apiserver/test_faults.py::test_random_faults_then_a_sweep_leaves_what_the_rules_name \
 	|| { echo "== fresh worlds FAILED from seed $$seed: make fresh PODSWEEPER_TEST_SEED=$$seed"; exit 1; }
 
 fixtures: $(UNIT_STAMP)

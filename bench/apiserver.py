@@ -1,7 +1,7 @@
-"""Figures 3 and 4 on the real control plane (tests/controlplane: etcd + kube-apiserver).
+"""Figures 3 and 4 on the real control plane (tests/support/controlplane: etcd + kube-apiserver).
 
 The function is served by the production command as the ServiceAccount user RBAC binds
-(`cp.function_kubeconfig`). tests/integration/k8s.py's Operator plays the training
+(`cp.function_kubeconfig`). tests/support/k8s.py's Operator plays the training
 operator and the kubelet with the admin client.
 
 Figure 3 counts the API requests the function makes, from kube-apiserver's own
@@ -11,7 +11,7 @@ kinds are counted (the API server's own lease traffic is not the function's).
 
 Figure 4 times "job status written -> last pod gone" per job, from a raw watch on the
 namespace's pods: without the adapter the benchmark POSTs the job's event itself (as the
-adapter would), with the adapter Knative's receive adapter (tests/adapter/launcher.py)
+adapter would), with the adapter Knative's receive adapter (tests/support/adapter/launcher.py)
 watches the namespace and sends it. The baseline is the same API work done by a bare
 in-process client (GET job, LIST pods, DELETE each with its uid precondition): the floor
 of any cleanup that reads fresh state, without podsweeper's HTTP hop and server.
@@ -36,7 +36,7 @@ import requests
 from bench import loadgen
 from bench.report import Row, say
 from tests.fixtures import builders as b
-from tests.harness.served import Served
+from tests.support.harness.served import Served
 
 TRACKED = {"pods", "events", *b.PLURALS.values()}
 REPLICAS = {"Master": 1, "Worker": 7}
@@ -181,7 +181,7 @@ def _fmt(counts: Counter, per: int) -> str:
 
 
 def api_cost(cp, admin, server: Served, jobs: int = 30, no_limit_jobs: int = 10) -> list[Row]:
-    from tests.integration.k8s import Operator
+    from tests.support.k8s import Operator
 
     namespace = _make_namespace(admin, "bench-cost")
     op = Operator(admin, namespace)
@@ -410,7 +410,7 @@ def _percentiles(samples: list[float]) -> tuple[float, float]:
 
 
 def latency(cp, admin, server: Served, jobs: int = 50, workdir: Path | None = None) -> list[Row]:
-    from tests.integration.k8s import Operator
+    from tests.support.k8s import Operator
 
     namespace = _make_namespace(admin, "bench-lat")
     op = Operator(admin, namespace)
@@ -496,9 +496,9 @@ def latency(cp, admin, server: Served, jobs: int = 50, workdir: Path | None = No
 def _with_adapter(
     cp, admin, server: Served, jobs: int, bare50: float, bare99: float, workdir: Path | None, what: str
 ) -> Row:
-    from tests.adapter.launcher import ReceiveAdapter, install_source_rbac, source_config
-    from tests.controlplane.build import RECEIVE_ADAPTER, ensure_built
-    from tests.integration.k8s import Operator
+    from tests.support.adapter.launcher import ReceiveAdapter, install_source_rbac, source_config
+    from tests.support.controlplane.build import RECEIVE_ADAPTER, ensure_built
+    from tests.support.k8s import Operator
 
     ensure_built(RECEIVE_ADAPTER, log=sys.stderr)  # cached by version outside the clone
 
@@ -568,7 +568,7 @@ def _wait_quiet(server: Served, settle: float = 1.0, timeout: float = 60.0) -> N
 
 
 def run_all(workdir: Path, cost_jobs: int = 30, latency_jobs: int = 50) -> tuple[list[Row], dict | None]:
-    from tests.controlplane.launcher import ControlPlane
+    from tests.support.controlplane.launcher import ControlPlane
 
     say("figures 3-4: starting the control plane (binaries are built on first use)")
     with ControlPlane(log=sys.stderr) as cp:

@@ -1,6 +1,6 @@
-"""Figures 8-10: big jobs and big clusters, on the real control plane (tests/controlplane).
+"""Figures 8-10: big jobs and big clusters, on the real control plane (tests/support/controlplane).
 
-Figure 8 (one control plane, the function served by tests/harness/served.py as its
+Figure 8 (one control plane, the function served by tests/support/harness/served.py as its
 ServiceAccount user, Knative's real receive adapter in the path):
 
 - 8a: a finished PyTorchJob with 512 running workers, "job status written -> last pod
@@ -51,9 +51,9 @@ from bench.apiserver import request_totals
 from bench.report import Row, say
 from podsweeper.config import Settings
 from tests.fixtures import builders as b
-from tests.harness.processes import children
-from tests.harness.served import Served
-from tests.integration.k8s import for_create
+from tests.support.harness.processes import children
+from tests.support.harness.served import Served
+from tests.support.k8s import for_create
 
 NOOP_SOURCE = Path(__file__).resolve().parent / "noop_main.py"
 SMALL = {"Master": 1, "Worker": 7}
@@ -184,7 +184,7 @@ def cpu_seconds(pids: list[int]) -> float:
 
 
 def control_plane_pids() -> dict[str, list[int]]:
-    """etcd and kube-apiserver: this process's children by name (tests/controlplane starts them)."""
+    """etcd and kube-apiserver: this process's children by name (tests/support/controlplane starts them)."""
     found: dict[str, list[int]] = {"kube-apiserver": [], "etcd": []}
     for pid in children(os.getpid()):
         try:
@@ -441,9 +441,9 @@ def _busiest_second(stamps: list[float]) -> int:
 
 
 def cleanup_figures(workdir: Path, small_jobs: int = 8, rounds: int = 3) -> list[Row]:
-    from tests.adapter.launcher import ReceiveAdapter, install_source_rbac, source_config
-    from tests.controlplane.build import RECEIVE_ADAPTER, ensure_built
-    from tests.controlplane.launcher import ControlPlane
+    from tests.support.adapter.launcher import ReceiveAdapter, install_source_rbac, source_config
+    from tests.support.controlplane.build import RECEIVE_ADAPTER, ensure_built
+    from tests.support.controlplane.launcher import ControlPlane
 
     ensure_built(RECEIVE_ADAPTER, log=sys.stderr)
     rows: list[Row] = []
@@ -639,7 +639,7 @@ def _cleanup_rows(
 
 
 def sweep_figure(workdir: Path, pods: int = 50_000, jobs: int = 5_000, max_ticks: int = 30) -> list[Row]:
-    from tests.controlplane.launcher import ControlPlane
+    from tests.support.controlplane.launcher import ControlPlane
 
     per_job = pods // jobs
     named = max(1, jobs // 100)

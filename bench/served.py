@@ -1,6 +1,6 @@
 """Figures 2, 5 and 6: the served function against a no-op function on the same server.
 
-Both run the production command (tests/harness/served.py; the no-op with `--source
+Both run the production command (tests/support/harness/served.py; the no-op with `--source
 bench/noop_main.py`) side by side; load comes from
 bench/loadgen.py on loopback, alternating between the two servers in rounds, so a noisy
 neighbour hits both. The function is given a kubeconfig whose API server is a closed port:
@@ -21,7 +21,7 @@ from bench import loadgen
 from bench import stream as streams
 from bench.report import Row, say
 from tests.fixtures import builders as b
-from tests.harness.served import Served, unreachable_kubeconfig
+from tests.support.harness.served import Served, unreachable_kubeconfig
 
 NOOP_SOURCE = Path(__file__).resolve().parent / "noop_main.py"
 CONCURRENCY = 4

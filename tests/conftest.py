@@ -1,8 +1,15 @@
-"""Fixtures for tests that need the real control plane (tests/controlplane).
+"""Fixtures for tests that need the real control plane (tests/support/controlplane), and the
+reliability figures summary.
 
 Only control-plane fixtures live here. Everything is imported lazily and the control
 plane starts only when a test requests `control_plane` (directly or through another
 fixture), so unit tests pay nothing for it.
+
+Every test lives in the folder of its rung and carries that rung's marker (pyproject.toml),
+given here from the folder: `-m unit`, `-m "not controllers"`, ... select by rung.
+
+The figures the property, fault, fuzz and security tests fill in (tests/support/figures.py)
+are printed and written once at the end of any run that filled some, whichever rungs it ran.
 
 A missing binary is built on first use; a failed build raises, so the tests that need
 it ERROR with the compiler output. They are never skipped: a silently skipped
@@ -14,25 +21,53 @@ from __future__ import annotations
 import contextlib
 import secrets
 import sys
+from pathlib import Path
 
 import pytest
 
 from tests.fixtures import facts
 
+TESTS = Path(__file__).resolve().parent
+# The rungs, cheapest first: each a folder of tests/ and a marker of the same name.
+RUNGS = ("unit", "replay", "apiserver", "controllers", "delivery")
+
 # (group, version, plural) of every training kind, to clean a test namespace of its jobs.
 TRAINING_JOB_PLURALS = tuple((k.group, k.versions[0], k.plural) for k in facts.TRAINING_KINDS)
 
 
+def pytest_collection_modifyitems(items):
+    """Mark every test with its rung, from the folder it lives in; a test outside a rung folder
+    is refused, so the tree keeps saying what each test needs."""
+    for item in items:
+        rung = item.path.resolve().relative_to(TESTS).parts[0]
+        if rung not in RUNGS:
+            raise pytest.UsageError(
+                f"{item.nodeid}: a test lives in a rung folder, tests/{{{','.join(RUNGS)}}}"
+            )
+        item.add_marker(getattr(pytest.mark, rung))
+
+
+def pytest_terminal_summary(terminalreporter):
+    from tests.support import figures
+
+    if figures.FIGURES or figures.MEASURED:
+        terminalreporter.section("podsweeper reliability figures")
+        for name, value in figures.snapshot().items():
+            terminalreporter.write_line(f"{name}: {value}")
+        figures.write()
+        terminalreporter.write_line(f"(written to {figures.OUT})")
+
+
 @pytest.fixture(scope="session")
 def control_plane(pytestconfig):
-    """A running ControlPlane (tests/controlplane/launcher.py) with CRDs and function RBAC.
+    """A running ControlPlane (tests/support/controlplane/launcher.py) with CRDs and function RBAC.
 
     Useful members: ``admin_kubeconfig``, ``function_kubeconfig``, ``kubeconfig(user)``,
     ``write_kubeconfig(path, user)``, ``api_client(user)``, ``url``, ``ca_file``;
     users are "admin", "function" and "source".
     """
-    from tests.controlplane.build import ETCD, KUBE_APISERVER, ensure_built
-    from tests.controlplane.launcher import ControlPlane
+    from tests.support.controlplane.build import ETCD, KUBE_APISERVER, ensure_built
+    from tests.support.controlplane.launcher import ControlPlane
 
     if not (ETCD.path.exists() and KUBE_APISERVER.path.exists()):
         # A cold build takes minutes: show its progress instead of a silent pause.
@@ -65,13 +100,18 @@ def function_api(control_plane):
 
 @pytest.fixture
 def namespace(admin_api):
-    """A fresh namespace `t-<random>` for one test.
+    """A fresh namespace `t-<random>` for one test, deleted after it: the one per-test
+    namespace fixture. It is made through `admin_api`: the session's control plane's (above),
+    or the one of a module that overrides `admin_api` (the world tests: their own world's).
 
     Without kube-controller-manager nothing empties a deleted namespace, so teardown
     deletes the pods and training jobs itself; later tests that list cluster-wide then
-    do not see earlier tests' leftovers.
+    do not see earlier tests' leftovers. (On a real world the namespace controller would
+    do it anyway.) A kind the API server does not serve (404: MPIJob v1 where the
+    mpi-operator's v2beta1 CRD is served instead) has nothing to delete.
     """
     from kubernetes import client
+    from kubernetes.client.rest import ApiException
 
     name = f"t-{secrets.token_hex(4)}"
     core = client.CoreV1Api(admin_api)
@@ -79,6 +119,10 @@ def namespace(admin_api):
     yield name
     custom = client.CustomObjectsApi(admin_api)
     for group, version, plural in TRAINING_JOB_PLURALS:
-        custom.delete_collection_namespaced_custom_object(group, version, name, plural)
+        try:
+            custom.delete_collection_namespaced_custom_object(group, version, name, plural)
+        except ApiException as error:
+            if error.status != 404:
+                raise
     core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
     core.delete_namespace(name)

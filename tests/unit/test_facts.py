@@ -221,8 +221,8 @@ def test_the_test_side_imports_no_package_tables():
         "tests.fixtures.trainer",
         "tests.fixtures.mpi",
         "tests.fixtures.scenarios",
-        "tests.reliability.fuzz",
-        "tests.reliability.oracle",
+        "tests.support.fuzz",
+        "tests.support.oracle",
     )
     code = (
         "import importlib, sys\n"

@@ -2,7 +2,7 @@
 
 A launcher pod is the MPIJob's only when its batch Job, read now, is controlled by that MPIJob
 (its uid) and has finished; a batch Job's pod that no MPIJob controls is never touched. The
-behaviour pinned here is what tests/world/test_mpi_world.py saw the real mpi-operator v0.8.0 do.
+behaviour pinned here is what tests/controllers/test_mpi_world.py saw the real mpi-operator v0.8.0 do.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from podsweeper.decisions import Action, Rule
 from podsweeper.replay import replay
 from podsweeper.rules import BY_RULE, RULES, Looks
 from tests.mutants.catalogue import MUTANTS
-from tests.tools import rule_tables
+from tests.support.tools import rule_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -104,7 +104,7 @@ def test_its_events_are_in_the_operations_table(spec):
 def test_the_readme_and_the_rules_page_tables_are_the_registry_and_the_kind_table():
     for (path, begin, end), make in rule_tables.TABLES.items():
         shown = rule_tables.between_markers(path.read_text(), begin, end)
-        assert shown == make(), f"{path.name}: run python -m tests.tools.rule_tables"
+        assert shown == make(), f"{path.name}: run python -m tests.support.tools.rule_tables"
 
 
 def test_each_check_is_registered_for_what_it_looks_at():

@@ -1,0 +1,367 @@
+"""Run a real etcd + kube-apiserver on loopback for the integration tests.
+
+Why a real API server: the function's correctness hinges on API semantics a fake gets
+wrong (RBAC denials, CRD schemas, resourceVersion conflicts, deletion preconditions).
+There is no kubelet, scheduler or controller manager: tests create objects directly and
+play the kubelet by writing pod status; nothing garbage-collects owned pods.
+
+Authentication is by static bearer tokens, one per identity the tests need (see USERS).
+The function's user carries the exact name and groups a ServiceAccount token would, so
+RBAC bound to ServiceAccount podsweeper/podsweeper applies to it unchanged.
+
+Each component runs in its own process group (stopped with SIGTERM, then SIGKILL) and
+asks the kernel to kill it if the launcher dies (PR_SET_PDEATHSIG), so no run leaves an
+etcd or kube-apiserver behind. Use it as a context manager::
+
+    with ControlPlane() as cp:
+        api = cp.api_client("function")
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+import yaml
+
+from tests.support.controlplane.build import ETCD, KUBE_APISERVER, ensure_built
+from tests.support.harness.ports import free_port
+from tests.support.harness.processes import die_with_parent, stop_group
+
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+
+
+@dataclass(frozen=True)
+class User:
+    """A static-token identity. ``key`` is the short name used by the helper methods."""
+
+    key: str
+    username: str
+    groups: tuple[str, ...]
+
+
+def _service_account(namespace: str, name: str, key: str) -> User:
+    return User(
+        key,
+        f"system:serviceaccount:{namespace}:{name}",
+        ("system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"),
+    )
+
+
+USERS = {
+    u.key: u
+    for u in (
+        User("admin", "podsweeper-test-admin", ("system:masters", "system:authenticated")),
+        # How the function authenticates in a cluster: knative/function-rbac.yaml binds it.
+        _service_account("podsweeper", "podsweeper", "function"),
+        # For Knative's ApiServerSource receive adapter (e2e tests bind its RBAC themselves).
+        _service_account("podsweeper", "podsweeper-source", "source"),
+    )
+}
+
+
+class ControlPlaneError(RuntimeError):
+    """A component died or did not become ready; the message carries its log tail."""
+
+
+class _Component:
+    """One child process with its log file."""
+
+    def __init__(self, name: str, argv: list[str], workdir: Path):
+        self.name = name
+        self.log_path = workdir / f"{name}.log"
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(
+                argv,
+                cwd=workdir,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_parent(),
+            )
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def died(self) -> ControlPlaneError:
+        return ControlPlaneError(
+            f"{self.name} exited with code {self.proc.returncode}; last lines of "
+            f"{self.log_path}:\n{self.tail()}"
+        )
+
+    def stop(self, timeout: float = 10.0) -> None:
+        stop_group(self.proc, timeout)
+
+
+class ControlPlane:
+    """etcd + kube-apiserver on free loopback ports, with the Kubeflow CRDs and function RBAC.
+
+    Attributes once started: ``url``, ``ca_file``, ``admin_kubeconfig``,
+    ``function_kubeconfig``, ``workdir`` and ``timings`` (seconds per phase).
+    """
+
+    def __init__(
+        self,
+        *,
+        install_crds: bool = True,
+        install_rbac: bool = True,
+        mpi_operator: bool = False,
+        log=sys.stderr,
+        ready_timeout: float = 90.0,
+    ):
+        self.install_crds = install_crds
+        self.install_rbac = install_rbac
+        self.mpi_operator = mpi_operator  # serve the mpi-operator's MPIJob v2beta1, not v1
+        self.log = log
+        self.ready_timeout = ready_timeout
+        self.tokens = {key: secrets.token_hex(16) for key in USERS}
+        self.timings: dict[str, float] = {}
+        self.workdir: Path | None = None
+        self.url = ""
+        self.ca_file: Path | None = None
+        self._components: list[_Component] = []
+        self._kubeconfigs: dict[str, Path] = {}
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def __enter__(self) -> ControlPlane:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self, attempts: int = 3) -> ControlPlane:
+        """Build binaries if missing, start both components, wait for /readyz, install manifests."""
+        t0 = time.monotonic()
+        etcd_bin = ensure_built(ETCD, log=self.log)
+        apiserver_bin = ensure_built(KUBE_APISERVER, log=self.log)
+        self.timings["build"] = time.monotonic() - t0
+        try:
+            for attempt in range(1, attempts + 1):
+                try:
+                    self._start_once(etcd_bin, apiserver_bin)
+                    break
+                except ControlPlaneError as e:
+                    # Free ports are only free when picked; another process may grab one.
+                    if "address already in use" not in str(e) or attempt == attempts:
+                        raise
+                    self._say(f"port clash, retrying ({e.args[0].splitlines()[0]})")
+                    self.stop()
+            t1 = time.monotonic()
+            self._install()
+            self.timings["manifests"] = time.monotonic() - t1
+        except BaseException:
+            self.stop()
+            raise
+        self.timings["total"] = time.monotonic() - t0
+        self._say(
+            f"ready at {self.url} in {self.timings['total']:.1f}s "
+            f"(apiserver {self.timings['apiserver']:.1f}s, "
+            f"manifests {self.timings.get('manifests', 0):.1f}s)"
+        )
+        return self
+
+    def _start_once(self, etcd_bin: Path, apiserver_bin: Path) -> None:
+        t0 = time.monotonic()
+        atexit.register(self.stop)  # stop() unregisters it
+        self.workdir = Path(tempfile.mkdtemp(prefix="podsweeper-cp-"))
+        # cryptography (the integration extra) only once a control plane starts: the unit rung imports
+        # this module (its docs check reads the apiserver tests) on the [test] extra alone.
+        from tests.support.controlplane import pki as pki_mod
+
+        keys = pki_mod.generate(self.workdir / "pki")
+        self.ca_file = keys.ca_cert
+        token_file = self.workdir / "tokens.csv"
+        token_file.write_text(
+            "".join(
+                f'{self.tokens[u.key]},{u.username},{u.username},"{",".join(u.groups)}"\n'
+                for u in USERS.values()
+            )
+        )
+        token_file.chmod(0o600)
+
+        client_port, peer_port, secure_port = free_port(), free_port(), free_port()
+        client_url = f"http://127.0.0.1:{client_port}"
+        peer_url = f"http://127.0.0.1:{peer_port}"
+        self._say(f"starting etcd on {client_url}")
+        self._components.append(
+            _Component(
+                "etcd",
+                [
+                    str(etcd_bin),
+                    "--name=podsweeper",
+                    f"--data-dir={self.workdir / 'etcd'}",
+                    f"--listen-client-urls={client_url}",
+                    f"--advertise-client-urls={client_url}",
+                    f"--listen-peer-urls={peer_url}",
+                    f"--initial-advertise-peer-urls={peer_url}",
+                    f"--initial-cluster=podsweeper={peer_url}",
+                    "--unsafe-no-fsync",  # throwaway data: durability only costs time
+                    "--log-level=warn",
+                ],
+                self.workdir,
+            )
+        )
+
+        self.url = f"https://127.0.0.1:{secure_port}"
+        self._say(f"starting kube-apiserver on {self.url}")
+        # Started right away: it retries etcd until it answers, which overlaps their startups.
+        self._components.append(
+            _Component(
+                "kube-apiserver",
+                [
+                    str(apiserver_bin),
+                    f"--etcd-servers={client_url}",
+                    "--bind-address=127.0.0.1",
+                    "--advertise-address=127.0.0.1",
+                    f"--secure-port={secure_port}",
+                    f"--cert-dir={self.workdir / 'certs'}",
+                    f"--tls-cert-file={keys.serving_cert}",
+                    f"--tls-private-key-file={keys.serving_key}",
+                    f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+                    f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+                    f"--service-account-key-file={keys.sa_key}",
+                    f"--service-account-signing-key-file={keys.sa_key}",
+                    f"--token-auth-file={token_file}",
+                    "--authorization-mode=RBAC",
+                    # No controller manager creates `default` ServiceAccounts, which this plugin requires.
+                    "--disable-admission-plugins=ServiceAccount",
+                    # Nothing to reconcile: there is no kubernetes Service backend on loopback.
+                    "--endpoint-reconciler-type=none",
+                    "--allow-privileged=true",
+                    "--profiling=false",
+                ],
+                self.workdir,
+            )
+        )
+        self._wait_ready()
+        self.timings["apiserver"] = time.monotonic() - t0
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.ready_timeout
+        session = requests.Session()
+        session.headers["Authorization"] = f"Bearer {self.tokens['admin']}"
+        last = ""
+        while True:
+            self.check_alive()
+            try:
+                r = session.get(f"{self.url}/readyz", verify=str(self.ca_file), timeout=5)
+                if r.status_code == 200:
+                    return
+                last = f"HTTP {r.status_code}: {r.text[-500:]}"
+            except requests.RequestException as e:
+                last = str(e)
+            if time.monotonic() > deadline:
+                apiserver = self._components[-1]
+                raise ControlPlaneError(
+                    f"kube-apiserver not ready after {self.ready_timeout}s ({last}); last lines "
+                    f"of {apiserver.log_path}:\n{apiserver.tail()}"
+                )
+            time.sleep(0.2)
+
+    def _install(self) -> None:
+        from tests.support.controlplane import manifests  # imports the kubernetes client: not needed before
+
+        api = self.api_client("admin")
+        try:
+            if self.install_crds:
+                self._say("installing Kubeflow training, Trainer v2 and JobSet CRDs")
+                # ~5 MB of schemas in all; a loaded machine needs more than the default 30 s.
+                manifests.install_crds(api, manifests.all_crds(self.mpi_operator), timeout=90)
+            if self.install_rbac:
+                manifests.apply_manifest(api, manifests.FUNCTION_RBAC)
+        finally:
+            api.close()
+
+    def check_alive(self) -> None:
+        """Raise ControlPlaneError (with the log tail) if a component has exited."""
+        for component in self._components:
+            if not component.alive():
+                raise component.died()
+
+    def stop(self) -> None:
+        """Stop the API server, then etcd, and remove the work directory. Idempotent."""
+        # kube-apiserver's graceful shutdown stalls once etcd is gone: don't wait long then.
+        crashed = any(not c.alive() for c in self._components)
+        for component in reversed(self._components):
+            component.stop(timeout=2.0 if crashed else 10.0)
+        self._components.clear()
+        self._kubeconfigs.clear()
+        if self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
+        atexit.unregister(self.stop)
+
+    # -- clients -----------------------------------------------------------------------
+
+    def kubeconfig_dict(self, user: str = "admin", namespace: str | None = None) -> dict:
+        u = USERS[user]
+        context: dict = {"cluster": "podsweeper", "user": u.key}
+        if namespace:
+            context["namespace"] = namespace
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "podsweeper",
+                    "cluster": {
+                        # Inline CA, so the file stays usable wherever it is copied (e.g. into a container).
+                        "server": self.url,
+                        "certificate-authority-data": base64.b64encode(self.ca_file.read_bytes()).decode(),
+                    },
+                }
+            ],
+            "users": [{"name": u.key, "user": {"token": self.tokens[user]}}],
+            "contexts": [{"name": u.key, "context": context}],
+            "current-context": u.key,
+        }
+
+    def write_kubeconfig(self, path, user: str = "admin", namespace: str | None = None) -> Path:
+        """Write a kubeconfig for one of USERS ("admin", "function", "source") to path."""
+        path = Path(path)
+        path.write_text(yaml.safe_dump(self.kubeconfig_dict(user, namespace), sort_keys=False))
+        path.chmod(0o600)
+        return path
+
+    def kubeconfig(self, user: str = "admin") -> Path:
+        """A kubeconfig file for user inside the work directory (valid while running)."""
+        if user not in self._kubeconfigs:
+            assert self.workdir is not None, "control plane is not running"
+            self._kubeconfigs[user] = self.write_kubeconfig(self.workdir / f"kubeconfig-{user}", user)
+        return self._kubeconfigs[user]
+
+    @property
+    def admin_kubeconfig(self) -> Path:
+        return self.kubeconfig("admin")
+
+    @property
+    def function_kubeconfig(self) -> Path:
+        return self.kubeconfig("function")
+
+    def api_client(self, user: str = "admin"):
+        """A kubernetes.client.ApiClient authenticated as user, built from its kubeconfig."""
+        from kubernetes import config
+
+        return config.new_client_from_config(config_file=str(self.kubeconfig(user)))
+
+    def _say(self, message: str) -> None:
+        print(f"control plane: {message}", file=self.log, flush=True)

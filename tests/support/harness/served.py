@@ -1,0 +1,249 @@
+"""The one launcher of the served function: the production serve command on a free port.
+
+SERVE_COMMAND is the command README.md documents and the Dockerfile's CMD runs (from the
+repository root, or WORKDIR /app in the image); tests/delivery/test_image.py checks that
+all three agree. Tests and the bench add only `--host 127.0.0.1 --port N`, so gunicorn runs
+with functions-framework's own settings, as in production.
+
+Output goes to a log file, never to an unread pipe (a full pipe would stall a server that
+logs its decisions); the log also yields the decision lines and is checked for secrets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+
+from tests.support.harness.ports import free_port
+from tests.support.harness.processes import children, die_with_parent, memory_kb, stop_group
+
+ROOT = Path(__file__).resolve().parents[3]
+
+SERVE_COMMAND = (
+    "functions-framework",
+    "--source",
+    "function/main.py",
+    "--target",
+    "handle",
+    "--signature-type",
+    "http",
+)
+
+# A kubeconfig whose API server is never there (fill in a closed port): any API call fails (503).
+UNREACHABLE_KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:%d", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+"""
+
+# Inherited variables that would change what is served: the function's own configuration,
+# in-cluster and caller credentials, functions-framework's gunicorn knobs (production keeps
+# their defaults).
+_NOT_INHERITED = (
+    "KUBECONFIG",
+    "KUBERNETES_SERVICE_HOST",
+    "WORKERS",
+    "THREADS",
+    "CLOUD_RUN_TIMEOUT_SECONDS",
+    "GUNICORN_LOG_LEVEL",
+)
+
+# Every log a served function of this test run wrote (tests/apiserver/test_security.py checks them for secrets).
+ALL_LOGS: list[Path] = []
+
+
+def retire_log(path: Path, secret: str) -> None:
+    """A served function's log about to be removed (a stack cleaning up after a passing test):
+    check it now for the secret every test pod carries, then stop tracking it."""
+    if path.exists():
+        assert secret not in path.read_text(errors="replace"), f"{path} logged an environment value"
+    if path in ALL_LOGS:
+        ALL_LOGS.remove(path)
+
+
+class ServedError(RuntimeError):
+    """The served function exited or never became healthy; the message carries its log tail."""
+
+
+def unreachable_kubeconfig(directory: Path) -> Path:
+    """Write a kubeconfig pointing at a closed port: an accidental API call answers 503."""
+    path = directory / "unreachable.kubeconfig"
+    path.write_text(UNREACHABLE_KUBECONFIG % free_port())
+    return path
+
+
+def binary_headers(raw_event: dict) -> dict[str, str]:
+    """Binary content mode, as ApiServerSource sends it: ce-* headers, the data as the body."""
+    headers = {"Content-Type": "application/json"}
+    for key, value in raw_event.items():
+        if key not in ("data", "datacontenttype"):
+            headers[f"ce-{key}"] = str(value)
+    headers["Kn-Namespace"] = "podsweeper"
+    return headers
+
+
+def functions_framework() -> str:
+    """The functions-framework script of this interpreter's environment (else PATH)."""
+    beside = Path(sys.executable).parent / "functions-framework"
+    found = str(beside) if beside.exists() else shutil.which("functions-framework")
+    if not found:
+        raise ServedError("functions-framework is not installed: pip install -e '.[test]'")
+    return found
+
+
+def serve_argv(port: int, source: Path | None = None) -> list[str]:
+    """SERVE_COMMAND on 127.0.0.1:port (run from ROOT); `source` swaps the served file (the
+    bench's no-op baseline)."""
+    argv = [functions_framework(), *SERVE_COMMAND[1:], "--host", "127.0.0.1", "--port", str(port)]
+    if source is not None:
+        argv[argv.index("--source") + 1] = str(source)
+    return argv
+
+
+class Served:
+    """One served instance: `url`, `port`, `proc`, its log, worker pids and memory.
+
+    `start()` returns once GET /healthz answers 200 (`launch()` does not wait); use it as a
+    context manager. The process runs in its own session and dies with the test run.
+    """
+
+    def __init__(
+        self,
+        env: dict[str, str],
+        log_path: Path | None = None,
+        *,
+        source: Path | None = None,
+        name: str = "function",
+    ):
+        self.name = name
+        self.env = dict(env)
+        self.log_path = log_path or Path(tempfile.mkdtemp(prefix="podsweeper-served-")) / f"{name}.log"
+        self.source = source
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+        self.started_at = 0.0  # time.perf_counter() just before the process was started
+
+    def environment(self) -> dict[str, str]:
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith("PODSWEEPER_") and k not in _NOT_INHERITED
+        }
+        env["PYTHONUNBUFFERED"] = "1"  # as the Dockerfile sets it
+        return {**env, **self.env}
+
+    def launch(self) -> Served:
+        """Start the process and return at once."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        ALL_LOGS.append(self.log_path)
+        with self.log_path.open("ab") as log:
+            self.started_at = time.perf_counter()
+            self.proc = subprocess.Popen(
+                serve_argv(self.port, self.source),
+                cwd=ROOT,
+                env=self.environment(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_parent(),
+            )
+        return self
+
+    def start(self, timeout: float = 30.0) -> Served:
+        """Start and wait until healthy; a process that exits or stays unhealthy raises ServedError."""
+        self.launch()
+        try:
+            self.wait_healthy(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def wait_healthy(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.healthy(request_timeout=1):
+            self.check_alive()
+            if time.monotonic() > deadline:
+                raise ServedError(f"{self.name} not healthy after {timeout:.0f}s; log:\n{self.tail()}")
+            time.sleep(0.05)
+
+    def check_alive(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            code = None if self.proc is None else self.proc.returncode
+            raise ServedError(f"{self.name} exited ({code}); log {self.log_path}:\n{self.tail()}")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        stop_group(self.proc)
+
+    def __enter__(self) -> Served:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- observing it ------------------------------------------------------------------
+
+    def healthy(self, request_timeout: float = 5.0) -> bool:
+        try:
+            return requests.get(f"{self.url}/healthz", timeout=request_timeout).status_code == 200
+        except requests.RequestException:
+            return False
+
+    def post(self, raw_event: dict, timeout: float = 30.0) -> requests.Response:
+        """POST a CloudEvent (structured dict) in binary content mode, as Knative sends it."""
+        body = json.dumps(raw_event.get("data"))
+        return requests.post(self.url, data=body, headers=binary_headers(raw_event), timeout=timeout)
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """gunicorn's worker(s) below the functions-framework process (the master)."""
+        return children(self.proc.pid) if self.proc is not None else []
+
+    def rss(self) -> int:
+        """Resident bytes of the gunicorn worker(s) that handle the requests."""
+        return sum(memory_kb(pid).get("VmRSS", 0) * 1024 for pid in self.worker_pids)
+
+    def peak_memory_mb(self) -> dict[str, float]:
+        """Peak RSS (VmHWM) in MB of the master and the worker(s)."""
+        assert self.proc is not None
+        workers = [memory_kb(pid) for pid in self.worker_pids]
+        return {
+            "master_peak": memory_kb(self.proc.pid).get("VmHWM", 0) / 1024,
+            "worker_peak": sum(w.get("VmHWM", 0) for w in workers) / 1024,
+            "workers": len(workers),
+        }
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def tail(self, lines: int = 40) -> str:
+        return "\n".join(line[:600] for line in self.log().splitlines()[-lines:])
+
+    def decisions(self) -> list[dict]:
+        """The decision lines logged so far (one JSON object each)."""
+        found = []
+        for line in self.log().splitlines():
+            if line.startswith("{"):
+                try:
+                    item = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(item, dict) and item.get("msg") == "decision":
+                    found.append(item)
+        return found

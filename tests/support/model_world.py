@@ -1,0 +1,598 @@
+"""A generated world of training jobs and pods, as plain specs plus the CloudEvents that show it.
+
+The specs say what each object *is* in the words of docs/rules.md (who owns it, its labels,
+phase, containers, opt-out annotation, conditions); `render_*` turns them into the raw
+Kubernetes objects an API server returns (built with tests/fixtures/builders.py, so every
+pod carries the WANDB_API_KEY secret in its env), and `oracle.py` judges decisions from
+the specs alone, never from the function's parsed objects.
+
+A *track* is the life of one object incarnation: add, updates, maybe a delete. Tracks of
+the same key (a job re-created with another uid, a pod re-created under its name) follow
+each other. `base_stream` merges all tracks by time, with PingSource ticks in between.
+
+Kubeflow Trainer v2 lineages (TrainJob -> JobSet -> batch Job -> Pod) and their look-alikes
+are mixed into the same streams, in the same namespaces and under the same names; their specs
+and stories are in model_trainer.py (which builds on this module's specs). So are MPIJob
+v2beta1 launcher chains (MPIJob -> batch Job `<name>-launcher` -> Pod, model_mpi.py).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from hypothesis import strategies as st
+
+from tests.fixtures import builders
+
+T0 = builders.T0
+# Pools are small on purpose: collisions (same job name under two kinds, two lives of one
+# pod name, a job re-created with another uid) are where ownership bugs hide.
+NAMESPACES = ("default", "team-a", "team-b", "kube-system", "elsewhere")
+JOB_NAMES = ("a", "b")
+KINDS = ("PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "PaddleJob", "JAXJob")
+PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+RESTART_POLICIES = ("OnFailure", "Always", "ExitCode", "Never", None)
+CLEAN_POLICIES = ("None", "Running", "All", None, "Everything")  # "Everything": not a policy
+# The opt-out counts in any letter case: "TRUE" is drawn too, and two values that are none.
+SKIP_VALUES = (None,) * 12 + ("true", "True", "false", "", "TRUE")
+# On objects of a rarer rule (a TrainJob, an evicted MPIJob) opt-outs are drawn more often: each
+# rule's skip must be reached.
+OFTEN_SKIP_VALUES = (None, None, None, "true", "True", "false", "", "TRUE")
+
+CONDITION_SETS = (
+    (),
+    (("Created", "True"),),
+    (("Created", "True"), ("Running", "True")),
+    (("Created", "True"), ("Running", "False"), ("Succeeded", "True")),
+    (("Created", "True"), ("Running", "False"), ("Succeeded", "True")),
+    (("Created", "True"), ("Running", "False"), ("Failed", "True")),
+    (("Created", "True"), ("Running", "False"), ("Failed", "True")),
+    (("Succeeded", "False"),),
+    (("Failed", "Unknown"), ("Running", "True")),
+    (("Restarting", "True"),),
+    (("Suspended", "True"),),
+    (("Suspended", "True"), ("Failed", "True")),
+)
+
+# How a pod is tied to a job. `attached` styles point at a generated job.
+OWNERSHIP = (
+    "owned",  # controller ownerReference + v1.6 labels (what the operator makes)
+) * 8 + (
+    "owned-legacy",  # controller ownerReference + pre-v1.6 labels only
+    "labels-only",  # no owner; job-name + operator-name labels
+    "labels-only-legacy",  # no owner; group-name/job-name + operator-name labels
+    "labels-no-operator",  # no owner; job-name only: kind cannot be told
+    "owned-no-labels",  # controller ownerReference, no labels (not listable by label)
+    "non-controller-owner",  # ownerReference with controller false + labels
+    "foreign",  # controlled by a ReplicaSet, yet wearing training labels
+    "wrong-group",  # controller "PyTorchJob" of another API group
+    "mismatched-label",  # owner is one job, job-name label names another
+    "other-kind-label",  # no owner; operator-name names another kind than the job's
+    "bare",  # nothing: a pod of no job
+)
+CONTAINER_STATES = ("running", "crashloop", "crashloop", "creating", "terminated")
+# Nodes the v1 pods run on, each in one state for the whole scenario (rule stuck-terminating:
+# a pod terminating on a node that is NotReady, Unknown or gone). A replay knows no nodes.
+NODES = ("node-0", "node-1", "node-2")
+NODE_STATES = ("Ready", "NotReady", "Unknown", "gone")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    kind: str
+    api_version: str
+    namespace: str
+    name: str
+    uid: str
+    run_policy_clean: str | None
+    top_level_clean: str | None
+    backoff_limit: int | None
+    active_deadline: int | None
+    restart_policy: str | None
+    skip: str | None
+    conditions: tuple[tuple[str, str], ...]
+    # An MPIJob v2beta1's status.completionTime: set once its launcher Job finished. False: a
+    # worker evicted marked it Failed without one (rule failed-mpijob-running, model_mpi.py).
+    settled: bool = True
+    queued: bool = False  # Kueue's queue-name label: Kueue drives its suspend
+    since: datetime | None = None  # when its conditions turned (None: T0)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.kind, self.namespace, self.name)
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    state: str  # running | crashloop | creating | terminated
+    restarts: int
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True)
+class OwnerSpec:
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool | None
+
+
+@dataclass(frozen=True)
+class PodSpec:
+    namespace: str
+    name: str
+    uid: str
+    owner: OwnerSpec | None
+    labels: tuple[tuple[str, str], ...]
+    phase: str
+    containers: tuple[ContainerSpec, ...]
+    skip: str | None
+    terminating: bool
+    created: datetime | None
+    node: str | None = None  # spec.nodeName
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+    def label(self, name: str) -> str | None:
+        return dict(self.labels).get(name)
+
+
+@dataclass(frozen=True)
+class WorldEvent:
+    """One watch change (or a PingSource tick when spec is None)."""
+
+    verb: str  # add | update | delete | ping
+    spec: object  # JobSpec | PodSpec | a model_trainer spec (TrainJob, JobSet, batch Job) | None
+    time: datetime
+    seq: int  # position in the base stream; makes ping ids unique
+
+    @property
+    def order_key(self) -> tuple:
+        """Events with the same key keep their relative order in every shuffle."""
+        if isinstance(self.spec, JobSpec):
+            return ("job",) + self.spec.key
+        if isinstance(self.spec, PodSpec):
+            return ("pod",) + self.spec.key
+        if self.spec is not None:  # a Trainer v2 TrainJob, JobSet or batch Job: (kind, ns, name)
+            return ("v2",) + self.spec.key
+        return ("ping", self.seq)
+
+
+@dataclass
+class Scenario:
+    settings: dict
+    events: list[WorldEvent] = field(default_factory=list)
+    nodes: dict[str, str] = field(default_factory=dict)  # name -> one of NODE_STATES
+
+    @property
+    def end(self) -> datetime:
+        return max((e.time for e in self.events), default=T0)
+
+
+# -- rendering -------------------------------------------------------------------------
+
+
+def render_job(spec: JobSpec) -> dict:
+    replicas = {"Master": 1, "Worker": 2} if spec.kind != "MPIJob" else {"Launcher": 1, "Worker": 2}
+    obj = builders.job(
+        spec.kind,
+        spec.name,
+        spec.namespace,
+        clean_pod_policy=spec.run_policy_clean,
+        backoff_limit=spec.backoff_limit,
+        replicas=replicas,
+        restart_policy=spec.restart_policy,
+        job_uid=spec.uid,
+        annotations={"podsweeper.dev/skip": spec.skip} if spec.skip is not None else {},
+        active_deadline=spec.active_deadline,
+    )
+    obj["apiVersion"] = spec.api_version
+    if spec.top_level_clean is not None:
+        obj["spec"]["cleanPodPolicy"] = spec.top_level_clean
+    if spec.conditions:
+        obj["status"] = {
+            "conditions": [
+                {
+                    "type": t,
+                    "status": s,
+                    "reason": f"{spec.kind}{t}",
+                    "message": "generated",
+                    "lastUpdateTime": builders.stamp(spec.since or T0),
+                    "lastTransitionTime": builders.stamp(spec.since or T0),
+                }
+                for t, s in spec.conditions
+            ]
+        }
+        settled = spec.settled and any(s == "True" for _, s in spec.conditions)
+        if spec.api_version == "kubeflow.org/v2beta1" and settled:
+            # The mpi-operator settles a finished MPIJob with completionTime (from its launcher
+            # Job); one Failed without it is still run (rule failed-mpijob-running).
+            obj["status"]["completionTime"] = builders.stamp(spec.since or T0)
+    if spec.queued:
+        obj["metadata"].setdefault("labels", {})["kueue.x-k8s.io/queue-name"] = "team-queue"
+    return obj
+
+
+_TEMPLATE_JOB = builders.job()
+
+
+def render_containers(specs: tuple[ContainerSpec, ...]) -> list[dict]:
+    """containerStatuses as the kubelet reports them."""
+    containers = []
+    for index, c in enumerate(specs):
+        name = f"c{index}"
+        if c.state == "running":
+            containers.append(builders.container_status(state="running", restarts=c.restarts, name=name))
+        elif c.state == "crashloop":
+            containers.append(
+                builders.container_status(
+                    state="waiting",
+                    reason="CrashLoopBackOff",
+                    restarts=c.restarts,
+                    last_exit=c.exit_code,
+                    name=name,
+                )
+            )
+        elif c.state == "creating":
+            containers.append(
+                builders.container_status(
+                    state="waiting", reason="ContainerCreating", restarts=c.restarts, name=name
+                )
+            )
+        else:
+            containers.append(
+                builders.container_status(
+                    state="terminated",
+                    exit_code=c.exit_code,
+                    reason="Error" if c.exit_code else "Completed",
+                    restarts=c.restarts,
+                    name=name,
+                )
+            )
+    return containers
+
+
+def render_pod(spec: PodSpec) -> dict:
+    containers = render_containers(spec.containers)
+    obj = builders.pod(
+        _TEMPLATE_JOB,
+        "Worker",
+        0,
+        phase=spec.phase,
+        containers=containers or None,
+        created=spec.created or T0,
+        pod_uid=spec.uid,
+        annotations={"podsweeper.dev/skip": spec.skip} if spec.skip is not None else {},
+        deleting_at=spec.created or T0 if spec.terminating else None,
+        node=spec.node,
+    )
+    meta = obj["metadata"]
+    meta["name"], meta["namespace"] = spec.name, spec.namespace
+    if spec.labels:
+        meta["labels"] = dict(spec.labels)
+    else:
+        meta.pop("labels", None)
+    if spec.owner is not None:
+        ref = {
+            "apiVersion": spec.owner.api_version,
+            "kind": spec.owner.kind,
+            "name": spec.owner.name,
+            "uid": spec.owner.uid,
+            "blockOwnerDeletion": True,
+        }
+        if spec.owner.controller is not None:
+            ref["controller"] = spec.owner.controller
+        meta["ownerReferences"] = [ref]
+    else:
+        meta.pop("ownerReferences", None)
+    if spec.created is None:
+        meta.pop("creationTimestamp", None)
+    return obj
+
+
+def render_object(spec) -> dict:
+    """The raw object of a spec; Trainer v2 specs (model_trainer.py) render themselves."""
+    if isinstance(spec, JobSpec):
+        return render_job(spec)
+    if hasattr(spec, "render"):
+        return spec.render()
+    return render_pod(spec)
+
+
+def render(event: WorldEvent, mode: str = "resource", event_id: str | None = None) -> dict:
+    """The CloudEvent (structured JSON form) ApiServerSource / PingSource would send."""
+    if event.spec is None:
+        return builders.ping(event.time, event_id=event_id or f"ping-{event.seq}")
+    obj = render_object(event.spec)
+    # The API server's resourceVersion grows with every change: the base stream's order. A
+    # retry or a second watch delivering an older change carries the older version.
+    obj["metadata"]["resourceVersion"] = str(RESOURCE_VERSION_BASE + event.seq)
+    raw = builders.event(event.verb, obj, event.time, mode=mode)
+    # One id per watch change: a duplicate is the same event again (same source + id).
+    raw["id"] = event_id or f"e{event.seq}-{event.verb}-{obj['metadata']['uid']}"
+    return raw
+
+
+RESOURCE_VERSION_BASE = 10_000
+
+
+# -- strategies ------------------------------------------------------------------------
+
+
+def settings_strategy(*, max_deletes=st.just(1000), dry_run=st.just(False)) -> st.SearchStrategy[dict]:
+    return st.fixed_dictionaries(
+        {
+            # Mostly every namespace in scope: the rules can act only there.
+            "namespaces": st.sampled_from(["", "", "", "default,team-a,kube-system", "team-b"]),
+            "exclude_namespaces": st.sampled_from(["kube-system", "kube-system", "kube-system,team-a", ""]),
+            "orphan_grace_seconds": st.sampled_from([0, 30, 120]),
+            "crashloop_restarts": st.sampled_from([1, 3, 5]),
+            "crashloop_action": st.sampled_from(["warn", "warn", "delete", "suspend"]),
+            "sweep_active_pods": st.sampled_from([True, True, True, False]),
+            "operator_grace_seconds": st.sampled_from([30, 30, 0, 120]),
+            "max_deletes_per_event": max_deletes,
+            "dry_run": dry_run,
+            "stuck_terminating_seconds": st.sampled_from([None, None, None, 300]),
+        }
+    )
+
+
+@st.composite
+def _job_line(draw, index: int) -> list[JobSpec]:
+    """One job key and 1-2 incarnations (uids), each a list of states."""
+    kind = draw(st.sampled_from(KINDS))
+    namespace = draw(st.sampled_from(NAMESPACES))
+    name = draw(st.sampled_from(JOB_NAMES))
+    versions = ("kubeflow.org/v1", "kubeflow.org/v2beta1") if kind == "MPIJob" else ("kubeflow.org/v1",)
+    incarnations = []
+    for life in range(draw(st.integers(1, 2))):
+        base = dict(
+            kind=kind,
+            api_version=draw(st.sampled_from(versions)),
+            namespace=namespace,
+            name=name,
+            uid=f"job-{index}-{life}-{kind}-{namespace}-{name}",
+            run_policy_clean=draw(st.sampled_from(CLEAN_POLICIES)),
+            # MPIJob top-level "All" twice as likely: it is the case a deprecated field decides most.
+            top_level_clean=draw(st.sampled_from(("All", *CLEAN_POLICIES))) if kind == "MPIJob" else None,
+            backoff_limit=draw(st.sampled_from([None, None, None, 0, 3])),
+            active_deadline=draw(st.sampled_from([None, None, None, 600])),
+            restart_policy=draw(st.sampled_from(RESTART_POLICIES)),
+        )
+        states = []
+        for _ in range(draw(st.integers(1, 4))):
+            states.append(
+                JobSpec(
+                    **base,
+                    skip=draw(st.sampled_from(SKIP_VALUES)),
+                    conditions=draw(st.sampled_from(CONDITION_SETS)),
+                )
+            )
+        incarnations.append((states, draw(st.integers(0, 2)) == 0))  # (states, deleted at the end)
+    return incarnations
+
+
+def _labels(style: str, job_name: str, kind: str) -> tuple[tuple[str, str], ...]:
+    operator = f"{kind.lower()}-controller"
+    v16 = (
+        ("training.kubeflow.org/job-name", job_name),
+        ("training.kubeflow.org/operator-name", operator),
+        ("training.kubeflow.org/replica-type", "worker"),
+    )
+    legacy = (("group-name", "kubeflow.org"), ("job-name", job_name), ("replica-type", "worker"))
+    return {
+        "owned": v16,
+        "owned-legacy": legacy,
+        "labels-only": v16,
+        "labels-only-legacy": legacy + (("training.kubeflow.org/operator-name", operator),),
+        "labels-no-operator": (("training.kubeflow.org/job-name", job_name),),
+        "owned-no-labels": (),
+        "non-controller-owner": v16,
+        "foreign": v16,
+        "wrong-group": v16,
+        "mismatched-label": (
+            ("training.kubeflow.org/job-name", job_name + "-other"),
+            ("training.kubeflow.org/operator-name", operator),
+        ),
+        "other-kind-label": (
+            ("training.kubeflow.org/job-name", job_name),
+            (
+                "training.kubeflow.org/operator-name",
+                ("tfjob" if kind != "TFJob" else "pytorchjob") + "-controller",
+            ),
+        ),
+        "bare": (),
+    }[style]
+
+
+def _owner(style: str, job: JobSpec | None, job_name: str, kind: str, uid: str) -> OwnerSpec | None:
+    if style in ("owned", "owned-legacy", "owned-no-labels", "mismatched-label"):
+        api_version = job.api_version if job is not None else "kubeflow.org/v1"
+        return OwnerSpec(api_version, kind, job_name, uid, True)
+    if style == "non-controller-owner":
+        return OwnerSpec("kubeflow.org/v1", kind, job_name, uid, None)
+    if style == "foreign":
+        return OwnerSpec("apps/v1", "ReplicaSet", job_name + "-rs", "rs-uid", True)
+    if style == "wrong-group":
+        return OwnerSpec("example.com/v1", kind, job_name, uid, True)
+    return None
+
+
+@st.composite
+def container_spec(draw) -> ContainerSpec:
+    state = draw(st.sampled_from(CONTAINER_STATES))
+    return ContainerSpec(
+        state,
+        draw(st.sampled_from([0, 1, 3, 5, 8])),
+        draw(st.sampled_from([None, 0, 1, 137])) if state in ("crashloop", "terminated") else None,
+    )
+
+
+@st.composite
+def _pod_track(draw, index: int, lines: list) -> tuple[list[PodSpec], bool]:
+    style = draw(st.sampled_from(OWNERSHIP))
+    if lines and style != "bare" and draw(st.integers(0, 9)) > 0:
+        incarnations, line_kind, line_ns, line_name = draw(st.sampled_from(lines))
+        # Mostly the latest incarnation; sometimes an earlier uid of a re-created job.
+        job = (incarnations[-1] if draw(st.integers(0, 2)) else draw(st.sampled_from(incarnations)))[0][0]
+        kind, namespace, job_name, owner_uid = line_kind, line_ns, line_name, job.uid
+    else:  # a pod naming a job the stream never shows
+        job, kind = None, draw(st.sampled_from(KINDS))
+        namespace, job_name = draw(st.sampled_from(NAMESPACES)), draw(st.sampled_from(JOB_NAMES))
+        owner_uid = f"never-seen-{kind}-{job_name}"
+    name = (
+        f"{job_name}-worker-{draw(st.integers(0, 2))}"
+        if style != "bare"
+        else f"stray-{draw(st.integers(0, 1))}"
+    )
+    created_choice = draw(st.sampled_from(["at-add", "at-add", "old", "none"]))
+    created = {"old": T0 - timedelta(hours=1), "none": None}.get(created_choice)  # at-add: filled in later
+    states, terminating = [], False
+    node = draw(st.sampled_from((None, *NODES)))
+    for _ in range(draw(st.integers(1, 4))):
+        terminating = terminating or draw(st.integers(0, 9)) == 0
+        states.append(
+            dict(
+                namespace=namespace,
+                name=name,
+                uid=f"pod-{index}",
+                owner=_owner(style, job, job_name, kind, owner_uid),
+                labels=_labels(style, job_name, kind),
+                phase=draw(st.sampled_from(PHASES)),
+                containers=tuple(draw(st.lists(container_spec(), max_size=2))),
+                skip=draw(st.sampled_from(SKIP_VALUES)),
+                terminating=terminating,
+                created=created if created_choice != "at-add" else "at-add",
+                node=node,
+            )
+        )
+    return states, draw(st.integers(0, 3)) == 0  # deleted by someone at the end
+
+
+@st.composite
+def scenarios(draw, settings=None) -> Scenario:
+    """Settings plus a base stream: tracks merged by time, PingSource ticks in between."""
+    chosen = draw(settings if settings is not None else settings_strategy())
+    lines = []
+    for index in range(draw(st.integers(0, 4))):
+        incarnations = draw(_job_line(index))
+        first = incarnations[0][0][0]
+        lines.append((incarnations, first.kind, first.namespace, first.name))
+    pods = [draw(_pod_track(index, lines)) for index in range(draw(st.integers(0, 10)))]
+
+    timed: list[tuple[int, int, str, object]] = []  # (seconds, tiebreak, verb, spec)
+    order = 0
+
+    def track(states, deleted, start):
+        nonlocal order
+        t = start
+        for position, spec in enumerate(states):
+            if position:
+                t += draw(st.integers(1, 200))
+            timed.append((t, order, "add" if position == 0 else "update", spec))
+            order += 1
+        if deleted:
+            t += draw(st.integers(1, 200))
+            timed.append((t, order, "delete", states[-1]))
+            order += 1
+        return t
+
+    for incarnations, *_ in lines:
+        t = draw(st.integers(0, 600))
+        for states, deleted in incarnations:
+            t = track(states, deleted, t) + draw(st.integers(1, 100))
+    pod_lives: dict[tuple, int] = {}
+    for states, deleted in pods:
+        key = (states[0]["namespace"], states[0]["name"])
+        t = max(draw(st.integers(0, 900)), pod_lives.get(key, -1) + 1)
+        created = T0 + timedelta(seconds=t)
+        specs = [
+            PodSpec(**{**s, "created": created if s["created"] == "at-add" else s["created"]}) for s in states
+        ]
+        pod_lives[key] = track(specs, deleted, t)
+    # MPIJob v2beta1 launcher chains (a key no MPIJob line above has), and Trainer v2 lineages
+    # and their look-alikes, in the same namespaces and under the same names.
+    from tests.support import model_mpi, model_trainer  # they build on this module's specs
+
+    v2, taken = [], set()
+    for index in range(draw(st.sampled_from([0, 1, 1, 2]))):
+        v2.append(draw(model_trainer.trainer_line(index, frozenset(taken))))
+        first = v2[-1][0][2]  # the TrainJob, or its JobSet (same name): one line per name
+        taken.add((first.namespace, first.name))
+    v2 += [draw(model_trainer.lookalike(index)) for index in range(draw(st.sampled_from([0, 0, 1, 2])))]
+    for items in v2:
+        for t, verb, spec in items:
+            timed.append((t, order, verb, spec))
+            order += 1
+    for _ in range(draw(st.integers(0, 3))):
+        timed.append((draw(st.integers(0, 1500)), order, "ping", None))
+        order += 1
+    # Drawn last, so the draws above (and the cases they reach) stay what they were without them.
+    mpi_taken = {(ns, name) for _, kind, ns, name in lines if kind == "MPIJob"}
+    for index in range(draw(st.sampled_from([0, 1, 2]))):
+        items = draw(model_mpi.launcher_line(index, frozenset(mpi_taken)))
+        mpi_taken.add((items[0][2].namespace, items[0][2].name))
+        for t, verb, spec in items:
+            timed.append((t, order, verb, spec))
+            order += 1
+    nodes = {name: draw(st.sampled_from(NODE_STATES)) for name in NODES}  # drawn last, as above
+    timed.sort(key=lambda item: (item[0], item[1]))
+    events = [
+        WorldEvent(verb, spec, T0 + timedelta(seconds=t), seq) for seq, (t, _, verb, spec) in enumerate(timed)
+    ]
+    return Scenario(chosen, events, nodes)
+
+
+# -- stream variants -------------------------------------------------------------------
+
+
+def interleave(events: list, rng: random.Random, key=lambda e: e.order_key) -> list:
+    """A uniformly random interleaving that keeps the relative order of events with one key."""
+    queues: dict = {}
+    for e in events:
+        queues.setdefault(key(e), []).append(e)
+    pending = [list(reversed(q)) for q in queues.values()]
+    out = []
+    while pending:
+        weights = [len(q) for q in pending]
+        chosen = rng.choices(range(len(pending)), weights=weights)[0]
+        out.append(pending[chosen].pop())
+        if not pending[chosen]:
+            pending.pop(chosen)
+    return out
+
+
+def with_duplicates(events: list, rng: random.Random, rate: float = 0.3) -> list:
+    """Each event possibly delivered 2-3 times in a row (a retry keeps source + id)."""
+    out = []
+    for e in events:
+        out.append(e)
+        if rng.random() < rate:
+            out.extend([e] * rng.randint(1, 2))
+    return out
+
+
+def with_drops(events: list, rng: random.Random, rate: float = 0.3) -> list:
+    return [e for e in events if rng.random() >= rate]
+
+
+def with_stale_retries(events: list, rng: random.Random, rate: float = 0.2) -> list:
+    """Some changes delivered again after a newer change of the same object (a retry, or a
+    second watch, arriving late): the copy keeps its id and its older resourceVersion."""
+    out = list(events)
+    for index in range(len(out) - 1, -1, -1):
+        e = out[index]
+        if e.spec is None or rng.random() >= rate:
+            continue
+        newer = [
+            j for j in range(index + 1, len(out)) if out[j].order_key == e.order_key and out[j].seq > e.seq
+        ]
+        if newer:
+            at = rng.randint(newer[0] + 1, len(out))
+            out.insert(at, e)
+    return out
