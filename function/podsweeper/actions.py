@@ -91,9 +91,9 @@ def _delete(cluster: Cluster, decision: Decision, executor: Executor | None) -> 
     A chain's JobSet or batch Job is deleted with its uid as precondition only: its status
     (and so its resourceVersion) changes with every pod, and the uid is what says "the one
     decided on"."""
-    if decision.target is Target.WORKLOAD:
-        assert decision.link is not None, "a workload decision names its link"
-        return cluster.delete_workload(decision.link, decision.namespace, decision.name, decision.uid)
+    if decision.target is Target.INTERMEDIATE:
+        assert decision.link is not None, "a intermediate decision names its link"
+        return cluster.delete_intermediate(decision.link, decision.namespace, decision.name, decision.uid)
     if decision.target is not Target.POD:
         raise ValueError(f"rule {decision.rule} would delete a {decision.kind} itself: no rule may")
     args = (decision.namespace, decision.name, decision.uid, decision.resource_version)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from podsweeper.kinds import Link
+from podsweeper.kinds import IntermediateKind
 from podsweeper.model import ContainerView, JobRef
 
 
@@ -42,7 +42,7 @@ class Target(StrEnum):
 
     POD = "pod"
     JOB = "job"  # the training job itself (a warning, a suspend)
-    WORKLOAD = "workload"  # a chain's JobSet or batch Job: Decision.link says which
+    INTERMEDIATE = "intermediate"  # a chain's JobSet or batch Job: Decision.link says which
 
 
 class Result(StrEnum):
@@ -77,11 +77,11 @@ class Decision:
     # Since when those GPUs are wasted: the job finished, or the crash loop began (the pod
     # started); None when unknown (an orphan's job vanished at a time nothing records).
     wasted_since: datetime | None = None
-    link: Link | None = None  # the chain link, when target is WORKLOAD
+    link: IntermediateKind | None = None  # the chain link, when target is WORKLOAD
 
     def __post_init__(self) -> None:
-        if (self.target is Target.WORKLOAD) != (self.link is not None):
-            raise ValueError("a decision about a workload names its link, and only then")
+        if (self.target is Target.INTERMEDIATE) != (self.link is not None):
+            raise ValueError("a decision about a intermediate names its link, and only then")
 
     @property
     def kind(self) -> str:

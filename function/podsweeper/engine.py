@@ -14,7 +14,7 @@ from datetime import datetime
 from podsweeper.config import Settings
 from podsweeper.decisions import Decision
 from podsweeper.lineage import Lineage
-from podsweeper.model import Job, JobRef, Node, Owner, Pod, Workload
+from podsweeper.model import Intermediate, Job, JobRef, Node, Owner, Pod
 from podsweeper.ownership import controlled_by
 from podsweeper.rules import CHAIN_RULES, JOB_RULES, POD_RULES, STUCK_RULES, Context
 from podsweeper.rules.door import decide
@@ -50,12 +50,14 @@ def launcher_links(pods: Iterable[Pod]) -> list[Owner]:
     """The batch Jobs a pass must read to tell whether these launcher pods are the job's."""
     return list(
         dict.fromkeys(
-            p.via for p in pods if p.via is not None and p.job is not None and p.job.kind.launcher is not None
+            p.batch_job
+            for p in pods
+            if p.batch_job is not None and p.job is not None and p.job.kind.launcher is not None
         )
     )
 
 
-def proven_launchers(job: Job | None, links: Iterable[Workload]) -> frozenset[str]:
+def proven_launchers(job: Job | None, links: Iterable[Intermediate]) -> frozenset[str]:
     """The uids of the batch Jobs, read now, that are this job's finished launcher Jobs: the
     job controls them (its uid), and they finished (the Job controller makes no new pod then).
     A launcher pod of an active Job is left alone: deleting it only makes the Job re-create it."""
@@ -77,7 +79,7 @@ def pod_is_candidate(pod: Pod, ref: JobRef, launchers: frozenset[str] | None = f
     state, where its pass proves it before anything is done)."""
     return (
         pod.job is not None
-        and (pod.via is None or launchers is None or pod.via.uid in launchers)
+        and (pod.batch_job is None or launchers is None or pod.batch_job.uid in launchers)
         and ref.kind.chain is None
         and not pod.foreign_controller
         and not pod.terminating

@@ -18,9 +18,9 @@ from podsweeper import kinds
 from podsweeper.errors import BadEvent
 from podsweeper.model import Verb
 from podsweeper.objects.base import ObjectReference, Schema, TypeMeta, one_line, validate_json
+from podsweeper.objects.intermediates import IntermediateObject, intermediate_from
 from podsweeper.objects.jobs import JobObject, job_from
 from podsweeper.objects.pods import PodObject, pod_from
-from podsweeper.objects.workloads import WorkloadObject, workload_from
 from podsweeper.triggers import (
     PING_TYPE,
     REFERENCE_PREFIX,
@@ -77,11 +77,11 @@ def _typed(verb: Verb, body: bytes, api_version: str, kind: str) -> ObjectChange
     if kinds.lookup(api_version, kind) is not None:
         job = validate_json(JobObject, body, "job")
         return ObjectChange(verb, job_from(job)) if kinds.lookup(job.apiVersion, job.kind) else None
-    if kinds.link_lookup(api_version, kind) is not None:
-        workload = validate_json(WorkloadObject, body, kind)
-        if kinds.link_lookup(workload.apiVersion, workload.kind) is None:
+    if kinds.intermediate_lookup(api_version, kind) is not None:
+        intermediate = validate_json(IntermediateObject, body, kind)
+        if kinds.intermediate_lookup(intermediate.apiVersion, intermediate.kind) is None:
             return None
-        return ObjectChange(verb, workload_from(workload))
+        return ObjectChange(verb, intermediate_from(intermediate))
     return None
 
 
@@ -108,7 +108,7 @@ def _reference_change(verb: Verb, body: bytes) -> Trigger:
         return ReferenceChange(verb, None, ref.apiVersion, ref.namespace, ref.name)
     kind = kinds.lookup(ref.apiVersion, ref.kind)
     if kind is None:
-        link = kinds.link_lookup(ref.apiVersion, ref.kind)
+        link = kinds.intermediate_lookup(ref.apiVersion, ref.kind)
         if link is not None:
             return ReferenceChange(verb, None, ref.apiVersion, ref.namespace, ref.name, link)
         return Ignored(

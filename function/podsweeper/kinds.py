@@ -24,7 +24,7 @@ TRAINER_MANAGED_BY = "trainer.kubeflow.org/trainjob-controller"
 
 
 @dataclass(frozen=True)
-class Link:
+class IntermediateKind:
     """A controller kind between a pod and its training job (it is not a training job)."""
 
     kind: str
@@ -38,8 +38,8 @@ class Link:
         return f"{self.group}/{self.version}"
 
 
-BATCH_JOB = Link("Job", "batch", "v1", "jobs", ("Complete", "Failed"))
-JOBSET = Link("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", ("Completed", "Failed"))
+BATCH_JOB = IntermediateKind("Job", "batch", "v1", "jobs", ("Complete", "Failed"))
+JOBSET = IntermediateKind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", ("Completed", "Failed"))
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class Chain:
     left without an owner can still be told apart from a look-alike nobody's job ever made.
     """
 
-    links: tuple[Link, ...]
+    links: tuple[IntermediateKind, ...]
     name_label: str
     uid_label: str
     marker_label: str
@@ -80,7 +80,7 @@ class Launcher:
     (a worker evicted, #647) is still reconciled, so its deleted pods come back at once.
     """
 
-    link: Link
+    link: IntermediateKind
     suffix: str
     operator_name: str
     versions: tuple[str, ...]  # the job versions whose operator runs a launcher this way
@@ -193,12 +193,12 @@ def lookup(api_version: str | None, kind: str | None) -> TrainingKind | None:
     return found
 
 
-LINKS: tuple[Link, ...] = tuple(
+LINKS: tuple[IntermediateKind, ...] = tuple(
     dict.fromkeys(link for k in TRAINING_KINDS if k.chain for link in k.chain.links)
 )
-LINK_BY_KIND: dict[str, Link] = {link.kind: link for link in LINKS}
+INTERMEDIATE_BY_KIND: dict[str, IntermediateKind] = {link.kind: link for link in LINKS}
 
 
-def link_lookup(api_version: str | None, kind: str | None) -> Link | None:
+def intermediate_lookup(api_version: str | None, kind: str | None) -> IntermediateKind | None:
     """The chain link (JobSet, batch Job) for an apiVersion/kind pair, if it is one."""
     return next((link for link in LINKS if link.kind == kind and link.api_version == api_version), None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from podsweeper.kinds import Chain
-from podsweeper.model import FinishMark, Job, JobRef, Pod, Workload
+from podsweeper.model import FinishMark, Intermediate, Job, JobRef, Pod
 from podsweeper.ownership import controlled_by
 
 
@@ -21,8 +21,8 @@ class Lineage:
 
     ref: JobRef
     job: Job | None
-    top: Workload | None  # the JobSet named like the job
-    middles: tuple[Workload, ...] = ()  # the batch Jobs labelled with the job's name
+    jobset: Intermediate | None  # the JobSet named like the job
+    batch_jobs: tuple[Intermediate, ...] = ()  # the batch Jobs labelled with the job's name
     pods: tuple[Pod, ...] = ()
     finish_mark: FinishMark | None = None  # podsweeper's record of the job's last finish
 
@@ -32,8 +32,8 @@ class Lineage:
         assert chain is not None, "a Lineage is only built for a chained kind"
         return chain
 
-    def owns(self, workload: Workload, parent_kind: str, parent_uid: str | None) -> bool:
-        return controlled_by(workload.controller, parent_kind, parent_uid)
+    def owns(self, intermediate: Intermediate, parent_kind: str, parent_uid: str | None) -> bool:
+        return controlled_by(intermediate.controller, parent_kind, parent_uid)
 
     @property
     def filed_under(self) -> JobRef:
@@ -43,18 +43,21 @@ class Lineage:
         return JobRef(self.ref.kind, self.ref.namespace, self.ref.name)
 
     @property
-    def live_top(self) -> Workload | None:
+    def live_jobset(self) -> Intermediate | None:
         """The JobSet the existing TrainJob controls, if any."""
-        top, job = self.top, self.job
-        if top is None or job is None or top.terminating:
+        jobset, job = self.jobset, self.job
+        if jobset is None or job is None or jobset.terminating:
             return None
-        return top if self.owns(top, self.ref.kind.kind, job.uid) else None
+        return jobset if self.owns(jobset, self.ref.kind.kind, job.uid) else None
 
-    def active_pods(self, top: Workload) -> list[Pod]:
+    def active_pods(self, jobset: Intermediate) -> list[Pod]:
         """Pending/Running pods the JobSet made (its uid on them), under a batch Job."""
         uid_label = self.chain.uid_label
         return [
             p
             for p in self.pods
-            if p.active and not p.terminating and p.via is not None and p.labels.get(uid_label) == top.uid
+            if p.active
+            and not p.terminating
+            and p.batch_job is not None
+            and p.labels.get(uid_label) == jobset.uid
         ]

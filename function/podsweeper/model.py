@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from podsweeper.kinds import Link, TrainingKind
+from podsweeper.kinds import IntermediateKind, TrainingKind
 
 SKIP_ANNOTATION = "podsweeper.dev/skip"
 
@@ -122,7 +122,7 @@ class Pod:
     node: str | None = None
     # The controller between the pod and its job when the job reaches it through a chain
     # (Trainer v2: the batch Job); None for a pod its job controls itself.
-    via: Owner | None = None
+    batch_job: Owner | None = None
     # metadata.deletionTimestamp: when the pod's grace period ends (set once it is terminating).
     deletion_due: datetime | None = None
 
@@ -207,10 +207,10 @@ class Node:
 
 
 @dataclass(frozen=True)
-class Workload:
+class Intermediate:
     """A JobSet or batch Job in a training job's chain (Trainer v2), as plain data."""
 
-    link: Link
+    link: IntermediateKind
     namespace: str
     name: str
     uid: str

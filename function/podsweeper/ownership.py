@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from podsweeper import kinds
-from podsweeper.model import JobRef, Owner, Workload
+from podsweeper.model import Intermediate, JobRef, Owner
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 OPERATOR_NAME_LABEL = "training.kubeflow.org/operator-name"
@@ -76,7 +76,7 @@ class Ownership:
 
     job: JobRef | None
     foreign_controller: bool = False
-    via: Owner | None = None  # the chain's controller of the pod (a batch Job), if chained
+    batch_job: Owner | None = None  # the batch Job controlling the pod (a chain's, or a launcher's), if any
 
 
 def pod_ownership(namespace: str, owners: Iterable[Owner], labels: Mapping[str, str]) -> Ownership:
@@ -124,7 +124,7 @@ def _launched(namespace: str, controller: Owner, labels: Mapping[str, str]) -> O
     ):
         return None
     ref = JobRef(kind, namespace, name, None, kind.api_version(launcher.versions[0]))
-    return Ownership(ref, via=controller)
+    return Ownership(ref, batch_job=controller)
 
 
 def _chained(namespace: str, controller: Owner, labels: Mapping[str, str]) -> Ownership:
@@ -139,19 +139,19 @@ def _chained(namespace: str, controller: Owner, labels: Mapping[str, str]) -> Ow
             and labels.get(chain.name_label)
             and labels.get(chain.uid_label)
         ):
-            return Ownership(JobRef(kind, namespace, labels[chain.name_label]), via=controller)
+            return Ownership(JobRef(kind, namespace, labels[chain.name_label]), batch_job=controller)
     return Ownership(None, foreign_controller=True)
 
 
-def workload_job(workload: Workload) -> JobRef | None:
+def intermediate_job(intermediate: Intermediate) -> JobRef | None:
     """The chained job a JobSet or batch Job would belong to (by its name or labels), if its
     kind is in a chain at all. Only a pass reading the chain decides whether it does."""
     for kind in kinds.TRAINING_KINDS:
         chain = kind.chain
-        if chain is None or workload.link not in chain.links:
+        if chain is None or intermediate.link not in chain.links:
             continue
-        if workload.link == chain.links[0]:
-            return JobRef(kind, workload.namespace, workload.name)
-        name = workload.labels.get(chain.name_label)
-        return JobRef(kind, workload.namespace, name) if name else None
+        if intermediate.link == chain.links[0]:
+            return JobRef(kind, intermediate.namespace, intermediate.name)
+        name = intermediate.labels.get(chain.name_label)
+        return JobRef(kind, intermediate.namespace, name) if name else None
     return None

@@ -17,7 +17,7 @@ from podsweeper.decisions import Action, Decision, Target
 from podsweeper.evidence import Source, failures_of
 from podsweeper.keeper import EvidenceKeeper
 from podsweeper.lineage import Lineage
-from podsweeper.model import FinishMark, Job, Workload
+from podsweeper.model import FinishMark, Intermediate, Job
 from podsweeper.ownership import controlled_by
 from podsweeper.rules.operator_cleanup import left_to_operator
 from podsweeper.triage import JobPass, PassReason
@@ -35,14 +35,14 @@ class PassResult:
 FIRST_JOBSET_WITHIN_SECONDS = 2.0
 
 
-def made_again(job: Job, jobset: Workload) -> bool:
+def made_again(job: Job, jobset: Intermediate) -> bool:
     """Whether this JobSet was made after the TrainJob's first (the sweep nominates it)."""
     if job.suspended or jobset.suspended or job.created is None or jobset.created is None:
         return False
     return (jobset.created - job.created).total_seconds() >= FIRST_JOBSET_WITHIN_SECONDS
 
 
-def finish_seen(job: Job, jobset: Workload | None, erased: bool, now: datetime) -> FinishMark | None:
+def finish_seen(job: Job, jobset: Intermediate | None, erased: bool, now: datetime) -> FinishMark | None:
     """The finish of a chained job to remember: the one the fresh read shows, with the JobSet it
     finished with (its own, unless that one was made after the finish); or, `erased`, the one
     the event showed and Trainer has removed since.
@@ -96,7 +96,7 @@ class JobPassRunner:
             # A launcher pod (MPIJob v2beta1) is the job's only if its batch Job, read now, is.
             launcher, ns = work.ref.kind.launcher, work.ref.namespace
             vias = engine.launcher_links(pods) if launcher is not None else []
-            links = [cluster.get_workload(launcher.link, ns, via.name) for via in vias if launcher]
+            links = [cluster.get_intermediate(launcher.link, ns, via.name) for via in vias if launcher]
             launchers = engine.proven_launchers(owner, [link for link in links if link is not None])
             decisions += engine.decide_pods(work.ref, job, pods, now, self.settings, launchers)
             note = left_to_operator(owner, pods, now, self.settings)
@@ -111,9 +111,9 @@ class JobPassRunner:
         ref, chain = work.ref, work.ref.kind.chain
         assert chain is not None
         job = cluster.get_job(ref)
-        jobset = cluster.get_workload(chain.links[0], ref.namespace, ref.name)
+        jobset = cluster.get_intermediate(chain.links[0], ref.namespace, ref.name)
         selector = f"{chain.name_label}={ref.name}"
-        batch_jobs = tuple(cluster.list_workloads(chain.links[-1], ref.namespace, selector))
+        batch_jobs = tuple(cluster.list_intermediates(chain.links[-1], ref.namespace, selector))
         pods = tuple(cluster.list_job_pods(ref))
         mark = None
         # The event showed the job finished; read now, the same job no longer is: Trainer erased it.
@@ -140,7 +140,7 @@ class JobPassRunner:
 
         Kept as seen terminated, before the act: the pods go by the garbage collector's hand
         (or not at all, in dry-run), so no record of them says podsweeper deleted them."""
-        doomed = {d.uid for d in decisions if d.action is Action.DELETE and d.target is Target.WORKLOAD}
+        doomed = {d.uid for d in decisions if d.action is Action.DELETE and d.target is Target.INTERMEDIATE}
         if not doomed or lineage.job is None:
             return
         uid_label = lineage.chain.uid_label
@@ -148,7 +148,8 @@ class JobPassRunner:
         failures = [
             failure
             for pod in lineage.pods
-            if pod.labels.get(uid_label) in doomed or (pod.via is not None and pod.via.uid in doomed)
+            if pod.labels.get(uid_label) in doomed
+            or (pod.batch_job is not None and pod.batch_job.uid in doomed)
             for failure in failures_of(pod, pod.gpus(gpus), Source.TERMINATED)
         ]
         if failures:

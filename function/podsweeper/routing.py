@@ -50,13 +50,13 @@ class Router:
     def _resolve_reference(self, ref: ReferenceChange, cluster: Cluster) -> JobPass | Ignored:
         """Reference mode carries no object: read it, then triage it like Resource mode."""
         if ref.link is not None:
-            workload = cluster.get_workload(ref.link, ref.namespace, ref.name)
-            if workload is None:
+            intermediate = cluster.get_intermediate(ref.link, ref.namespace, ref.name)
+            if intermediate is None:
                 if ref.verb is Verb.DELETE and ref.link == kinds.JOBSET:
                     job_ref = JobRef(kinds.TRAINJOB, ref.namespace, ref.name)
                     return JobPass(job_ref, PassReason.CHAIN)  # its Jobs may be left
                 return Ignored(f"{ref.link.kind} no longer exists")
-            return triage_object(ObjectChange(ref.verb, workload), self.settings)
+            return triage_object(ObjectChange(ref.verb, intermediate), self.settings)
         if ref.kind is not None:  # a job: the pass reads it fresh anyway
             job_ref = JobRef(ref.kind, ref.namespace, ref.name, None, ref.api_version)
             if ref.verb is Verb.DELETE:

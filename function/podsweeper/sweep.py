@@ -22,8 +22,8 @@ from podsweeper.cluster.base import Cluster
 from podsweeper.config import Settings
 from podsweeper.decisions import Action, Decision, Result
 from podsweeper.errors import ApiUnavailable
-from podsweeper.model import Job, JobRef, Node, Pod, Workload
-from podsweeper.ownership import controlled_by, has_current_labels, workload_job
+from podsweeper.model import Intermediate, Job, JobRef, Node, Pod
+from podsweeper.ownership import controlled_by, has_current_labels, intermediate_job
 from podsweeper.passes import JobPassRunner, made_again
 from podsweeper.triage import JobPass, PassReason, in_scope
 
@@ -85,7 +85,7 @@ def _count_chains(run: SweepRun, act: Act, decisions: list[Decision], bound: int
     return act(decisions, bound)
 
 
-def runs_on(job: Job, jobset: Workload) -> bool:
+def runs_on(job: Job, jobset: Intermediate) -> bool:
     """A finished TrainJob whose JobSet, as listed, has not ended (nor is being stopped): its
     pass reads the pods (Trainer may have failed to delete it, kubeflow/trainer#3833)."""
     return (
@@ -174,23 +174,23 @@ class Sweeper:
         chain = kind.chain
         assert chain is not None
         jobs = {(job.namespace, job.name): job for job in cluster.list_jobs(namespace, kind)}
-        jobsets: dict[tuple[str, str], Workload] = {}
-        for jobset in cluster.list_workloads(chain.links[0], namespace, ""):
+        jobsets: dict[tuple[str, str], Intermediate] = {}
+        for jobset in cluster.list_intermediates(chain.links[0], namespace, ""):
             if not jobset.terminating:  # a terminating JobSet controls nothing the pass would spare
                 jobsets[(jobset.namespace, jobset.name)] = jobset
             job = jobs.get((jobset.namespace, jobset.name))
             owned = job is not None and controlled_by(jobset.controller, kind.kind, job.uid)
             if owned and job is not None and not made_again(job, jobset) and not runs_on(job, jobset):
                 continue  # its first JobSet, ended with its job or running with it: nothing a rule names
-            self._nominate_workload(jobset, run)
-        for batch_job in cluster.list_workloads(chain.links[-1], namespace, chain.name_label):
+            self._nominate_intermediate(jobset, run)
+        for batch_job in cluster.list_intermediates(chain.links[-1], namespace, chain.name_label):
             parent = jobsets.get((batch_job.namespace, batch_job.labels.get(chain.name_label, "")))
             if parent is not None and controlled_by(batch_job.controller, parent.link.kind, parent.uid):
                 continue
-            self._nominate_workload(batch_job, run)
+            self._nominate_intermediate(batch_job, run)
 
-    def _nominate_workload(self, workload: Workload, run: SweepRun) -> None:
-        ref = workload_job(workload)
+    def _nominate_intermediate(self, intermediate: Intermediate, run: SweepRun) -> None:
+        ref = intermediate_job(intermediate)
         if ref is None or in_scope(ref.namespace, self.settings) is not None:
             return
         run.candidates.setdefault(ref.key, JobPass(ref, PassReason.SWEEP))
@@ -233,7 +233,7 @@ class Sweeper:
         its labels name and a TrainJob controls it (a plain JobSet's pods look alike)."""
         assert pod.job is not None and pod.job.kind.chain is not None
         chain = pod.job.kind.chain
-        jobset = cluster.get_workload(chain.links[0], pod.namespace, pod.job.name)
+        jobset = cluster.get_intermediate(chain.links[0], pod.namespace, pod.job.name)
         return (
             jobset is not None
             and jobset.uid == pod.labels.get(chain.uid_label)

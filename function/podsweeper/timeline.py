@@ -7,7 +7,7 @@ from typing import Any, TextIO
 
 from podsweeper.decisions import Result
 from podsweeper.evidence import Source
-from podsweeper.model import Job, Pod, Workload
+from podsweeper.model import Intermediate, Job, Pod
 from podsweeper.replay import ReplayRun, ReplayStep
 from podsweeper.triggers import ObjectChange, ReferenceChange, SweepRequest
 
@@ -22,7 +22,7 @@ def _what(step: ReplayStep) -> str:
             state = f"{obj.phase}" + (f", CrashLoopBackOff x{loops}" if loops else "")
             return f"pod {verb:<6} {obj.namespace}/{obj.name} ({state})"
         state = obj.finished or ("Suspended" if obj.suspended else "active")
-        if isinstance(obj, Workload):  # a JobSet or batch Job of a Trainer v2 chain
+        if isinstance(obj, Intermediate):  # a JobSet or batch Job of a Trainer v2 chain
             owner = obj.controller
             made_by = f"controller {owner.kind} {owner.name}" if owner else "no controller"
             return f"{obj.link.kind} {verb} {obj.namespace}/{obj.name} ({state}, {made_by})"
@@ -41,7 +41,7 @@ def _what(step: ReplayStep) -> str:
 def print_step_human(step: ReplayStep, out: TextIO) -> None:
     applied = step.outcome.applied
     trigger = step.intake.trigger
-    about_job = isinstance(trigger, ObjectChange) and isinstance(trigger.obj, Job | Workload)
+    about_job = isinstance(trigger, ObjectChange) and isinstance(trigger.obj, Job | Intermediate)
     if not applied and step.observed is None and not about_job and not isinstance(trigger, SweepRequest):
         return  # quiet for the many pod events that change nothing
     print(f"{step.time:%H:%M:%S}  {_what(step)}", file=out)

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from podsweeper.config import Settings
-from podsweeper.model import Job, JobRef, Pod, Verb, Workload
-from podsweeper.ownership import workload_job
+from podsweeper.model import Intermediate, Job, JobRef, Pod, Verb
+from podsweeper.ownership import intermediate_job
 from podsweeper.rules.no_backoff_limit import unbounded_restart_replicas
 from podsweeper.triggers import Ignored, ObjectChange
 
@@ -55,8 +55,8 @@ def triage_object(change: ObjectChange, settings: Settings) -> JobPass | Ignored
     """An object from a Resource-mode event (or read for a Reference-mode one), in scope."""
     if isinstance(change.obj, Pod):
         return _triage_pod(change.verb, change.obj, settings)
-    if isinstance(change.obj, Workload):
-        return _triage_workload(change.verb, change.obj)
+    if isinstance(change.obj, Intermediate):
+        return _triage_intermediate(change.verb, change.obj)
     return _triage_job(change.verb, change.obj)
 
 
@@ -76,21 +76,21 @@ def _triage_pod(verb: Verb, pod: Pod, settings: Settings) -> JobPass | Ignored:
     return Ignored("no rule acts on this pod event alone; job events and the sweep cover it")
 
 
-def _triage_workload(verb: Verb, workload: Workload) -> JobPass | Ignored:
+def _triage_intermediate(verb: Verb, intermediate: Intermediate) -> JobPass | Ignored:
     """A JobSet or batch Job event. Passes only when a chain rule may apply: a new JobSet (a
     TrainJob's may restart without bound, or come back after its TrainJob finished), a gone
     JobSet (its Jobs may be left), and one that has lost its controller (orphaned)."""
-    ref = workload_job(workload)
+    ref = intermediate_job(intermediate)
     if ref is None:
-        return Ignored(f"{workload.link.kind} {workload.name} names no training job")
-    top = ref.kind.chain is not None and workload.link == ref.kind.chain.links[0]
+        return Ignored(f"{intermediate.link.kind} {intermediate.name} names no training job")
+    top = ref.kind.chain is not None and intermediate.link == ref.kind.chain.links[0]
     if top and verb is Verb.ADD:
         return JobPass(ref, PassReason.CHAIN, check_backoff=True)
     if top and verb is Verb.DELETE:
         return JobPass(ref, PassReason.CHAIN)
-    if verb is not Verb.DELETE and workload.controller is None:
+    if verb is not Verb.DELETE and intermediate.controller is None:
         return JobPass(ref, PassReason.CHAIN)
-    return Ignored(f"{workload.link.kind} {workload.name}: no chain rule acts on this change alone")
+    return Ignored(f"{intermediate.link.kind} {intermediate.name}: no chain rule acts on this change alone")
 
 
 def _triage_job(verb: Verb, job: Job) -> JobPass | Ignored:

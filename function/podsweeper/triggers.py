@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from podsweeper import kinds
-from podsweeper.model import Job, Pod, Verb, Workload
+from podsweeper.model import Intermediate, Job, Pod, Verb
 
 # Knative's ApiServerSource (`<prefix><verb>`, Resource and Reference mode) and PingSource.
 RESOURCE_PREFIX = "dev.knative.apiserver.resource."
@@ -32,7 +32,7 @@ class ObjectChange:
     """Resource mode: the object itself, as watched."""
 
     verb: Verb
-    obj: Pod | Job | Workload
+    obj: Pod | Job | Intermediate
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class ReferenceChange:
     api_version: str
     namespace: str
     name: str
-    link: kinds.Link | None = None  # a chain's JobSet or batch Job
+    link: kinds.IntermediateKind | None = None  # a chain's JobSet or batch Job
 
 
 @dataclass(frozen=True)

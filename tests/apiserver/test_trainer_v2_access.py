@@ -34,8 +34,8 @@ from tests.support.trainer_objects import TRAINJOB_API_VERSION, TrainerObjects, 
 # otherwise fails here, not silently elsewhere): the package's calls take the package's kinds.
 TJ, JS, BJ = facts.TRAINJOB, facts.JOBSET, facts.BATCH_JOB
 TRAINJOB = kinds.lookup(TRAINJOB_API_VERSION, TJ.kind)
-JOBSET = kinds.link_lookup(f"{JS.group}/{JS.version}", JS.kind)
-BATCH_JOB = kinds.link_lookup(f"{BJ.group}/{BJ.version}", BJ.kind)
+JOBSET = kinds.intermediate_lookup(f"{JS.group}/{JS.version}", JS.kind)
+BATCH_JOB = kinds.intermediate_lookup(f"{BJ.group}/{BJ.version}", BJ.kind)
 assert TRAINJOB and JOBSET and BATCH_JOB, "podsweeper.kinds lacks a kind tests/fixtures/facts.py names"
 NAME_LABEL = facts.JOBSET_NAME_LABEL
 ENFORCE_OWNER_REFERENCES = "OwnerReferencesPermissionEnforcement"
@@ -76,9 +76,9 @@ def test_function_reads_a_trainjob_and_its_chain(cluster, function_api, trainer)
     assert [j.name for j in cluster.list_jobs(ns, TRAINJOB)] == ["tj"]
     assert ("tj", ns) in {(j.name, j.namespace) for j in cluster.list_jobs(None, TRAINJOB)}
 
-    assert cluster.get_workload(JOBSET, ns, "tj").uid == js["metadata"]["uid"]
-    assert [w.uid for w in cluster.list_workloads(JOBSET, ns, "")] == [js["metadata"]["uid"]]
-    assert js["metadata"]["uid"] in {w.uid for w in cluster.list_workloads(JOBSET, None, "")}
+    assert cluster.get_intermediate(JOBSET, ns, "tj").uid == js["metadata"]["uid"]
+    assert [w.uid for w in cluster.list_intermediates(JOBSET, ns, "")] == [js["metadata"]["uid"]]
+    assert js["metadata"]["uid"] in {w.uid for w in cluster.list_intermediates(JOBSET, None, "")}
 
     # The batch Jobs, by label, in the namespace and across all of them (the sweep): allowed.
     # (What cluster/kube/ makes of the answer is test_batch_jobs_listed_by_the_function_are_read.)
@@ -89,7 +89,7 @@ def test_function_reads_a_trainjob_and_its_chain(cluster, function_api, trainer)
     assert (ns, job["metadata"]["name"]) in {(j.metadata.namespace, j.metadata.name) for j in swept}
     assert (ns, "nightly-backup") not in {(j.metadata.namespace, j.metadata.name) for j in swept}
     # Reference mode: an event names the Job, the function reads it.
-    assert cluster.get_workload(BATCH_JOB, ns, job["metadata"]["name"]).uid == job["metadata"]["uid"]
+    assert cluster.get_intermediate(BATCH_JOB, ns, job["metadata"]["name"]).uid == job["metadata"]["uid"]
 
     assert [p.uid for p in cluster.list_job_pods(ref)] == [pod["metadata"]["uid"]]
 
@@ -99,9 +99,9 @@ def test_batch_jobs_listed_by_the_function_are_read(cluster, trainer):
     js = trainer.jobset("tj", owner=trainer.trainjob("tj"))
     job = trainer.batch_job(js)
     trainer.batch_job(None, "nightly-backup", labelled=False)
-    by_name = list(cluster.list_workloads(BATCH_JOB, ns, f"{NAME_LABEL}=tj"))
+    by_name = list(cluster.list_intermediates(BATCH_JOB, ns, f"{NAME_LABEL}=tj"))
     assert [w.uid for w in by_name] == [job["metadata"]["uid"]]
-    swept = {(w.namespace, w.name) for w in cluster.list_workloads(BATCH_JOB, None, NAME_LABEL)}
+    swept = {(w.namespace, w.name) for w in cluster.list_intermediates(BATCH_JOB, None, NAME_LABEL)}
     assert (ns, job["metadata"]["name"]) in swept and (ns, "nightly-backup") not in swept
 
 
@@ -115,11 +115,13 @@ def test_function_deletes_a_link_only_by_its_uid(cluster, trainer, admin_api, li
     target = js if link is JOBSET else job
     name, uid = target["metadata"]["name"], target["metadata"]["uid"]
 
-    assert cluster.delete_workload(link, ns, name, "00000000-0000-0000-0000-000000000000") is Result.CONFLICT
-    assert cluster.get_workload(link, ns, name).uid == uid
-    assert cluster.delete_workload(link, ns, name, uid) is Result.DELETED
-    assert cluster.get_workload(link, ns, name) is None  # background: gone at once, GC does the rest
-    assert cluster.delete_workload(link, ns, name, uid) is Result.GONE
+    assert (
+        cluster.delete_intermediate(link, ns, name, "00000000-0000-0000-0000-000000000000") is Result.CONFLICT
+    )
+    assert cluster.get_intermediate(link, ns, name).uid == uid
+    assert cluster.delete_intermediate(link, ns, name, uid) is Result.DELETED
+    assert cluster.get_intermediate(link, ns, name) is None  # background: gone at once, GC does the rest
+    assert cluster.delete_intermediate(link, ns, name, uid) is Result.GONE
     # The TrainJob is not the function's to delete: still there.
     custom = client.CustomObjectsApi(admin_api)
     custom.get_namespaced_custom_object(TJ.group, TJ.versions[0], ns, TJ.plural, "tj")

@@ -212,14 +212,14 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "chain-orphan-unmarked",
         "rules/orphan.py",
-        "    return by_trainjob or workload.marked(lineage.chain.marker_label)",
+        "    return by_trainjob or intermediate.marked(lineage.chain.marker_label)",
         "    return True",
         "a plain JobSet or batch Job, which no TrainJob made, is deleted as an orphan",
     ),
     Mutant(
         "launcher-unproven",
         "engine.py",
-        "        and (pod.via is None or launchers is None or pod.via.uid in launchers)\n",
+        "        and (pod.batch_job is None or launchers is None or pod.batch_job.uid in launchers)\n",
         "",
         "a batch Job's pod is decided as an MPIJob's launcher without its Job being proven the MPIJob's",
     ),
@@ -249,8 +249,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "known-bug-1-replay-lists-no-jobset",
         "cluster/simulated.py",
-        "if not label or (label in workload.labels and (not value or workload.labels[label] == value)):",
-        "if label in workload.labels and (not value or workload.labels[label] == value):",
+        "if not label or (label in labels and (not value or labels[label] == value)):",
+        "if label in labels and (not value or labels[label] == value):",
         'KNOWN BUG 1: the replay\'s sweep lists no JobSet (the empty selector read as label "")',
         (PROPERTY,),
     ),
@@ -378,7 +378,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "restarted-trainjob-resumed-suspended-again",
         "rules/finished_trainjob_restarted.py",
-        "    if top.resumed:\n        return []",
+        "    if jobset.resumed:\n        return []",
         "    if False:\n        return []",
         "finished-trainjob-restarted suspends a TrainJob a person resumed (spec.suspend false)",
         (UNIT,),  # the generated worlds have no person resuming a JobSet

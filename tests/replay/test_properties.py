@@ -71,7 +71,7 @@ from podsweeper.replay import replay
 from tests.support import figures, seeds
 from tests.support import model_world as world_tables
 from tests.support.model_mpi import LauncherJobSpec, unwatched
-from tests.support.model_trainer import ChainPodSpec, TrainJobSpec, WorkloadSpec
+from tests.support.model_trainer import ChainPodSpec, IntermediateSpec, TrainJobSpec
 from tests.support.model_world import (
     JobSpec,
     PodSpec,
@@ -220,7 +220,7 @@ def expected_restart_warnings(world: World, event: WorldEvent, now, handled: boo
     spec = event.spec
     if not handled or event.verb != "add":
         return set()
-    jobset_add = isinstance(spec, WorkloadSpec) and spec.kind == JOBSET
+    jobset_add = isinstance(spec, IntermediateSpec) and spec.kind == JOBSET
     if not jobset_add:
         return set()
     named = world.chain_named(spec.namespace, spec.name, now, jobset_added=True)
@@ -244,7 +244,7 @@ def check_chain_decision(world: World, d, result, now, *, dry_run: bool) -> int:
         return 0
     assert result in (("dry-run",) if dry_run else ("deleted", "deferred")), result
     if result == "deleted":
-        world.podsweeper_deleted_workload(d.kind, d.namespace, d.name, d.uid)
+        world.podsweeper_deleted_intermediate(d.kind, d.namespace, d.name, d.uid)
         return 1
     return 0
 
@@ -292,7 +292,12 @@ def check_outcome(
         f"on {event.verb} of {event.spec} ({mode} mode): unbounded-jobset-restarts decided "
         f"{sorted(warned_restarts)}, the rules name {sorted(restarts)}"
     )
-    if isinstance(event.spec, WorkloadSpec) and event.verb == "add" and event.spec.kind == JOBSET and handled:
+    if (
+        isinstance(event.spec, IntermediateSpec)
+        and event.verb == "add"
+        and event.spec.kind == JOBSET
+        and handled
+    ):
         figures.add(f"property: JobSet adds judged for unbounded-jobset-restarts ({len(restarts)} named)")
     expected = expects_no_backoff_warning(world, event, mode)
     warned = [item for item in outcome.applied if item.decision.rule.value == "no-backoff-limit"]
@@ -405,7 +410,7 @@ def assert_nothing_left(world: World, now) -> None:
     )
     chain_left = []
     for obj, named in world.chain_must_act(now):
-        job = isinstance(obj, WorkloadSpec) and obj.kind == BATCH_JOB
+        job = isinstance(obj, IntermediateSpec) and obj.kind == BATCH_JOB
         chain_left.append((obj, named, obj.label(JOBSET_NAME) if job else obj.name))
     assert not chain_left, (
         "TrainJobs/JobSets/Jobs the rules name were left after the final sweep:\n"
@@ -478,8 +483,8 @@ def replay_and_check(scenario: Scenario, stream: list[WorldEvent], label: str) -
         check_outcome(world, step.outcome, e, e.time, dry_run=config.dry_run, handled=shown)
     # The world the oracle kept and the simulated cluster agree on what is left.
     assert set(world.pods) == set(run.cluster.pods), set(world.pods) ^ set(run.cluster.pods)
-    assert set(world.workloads) == set(run.cluster.workloads), set(world.workloads) ^ set(
-        run.cluster.workloads
+    assert set(world.workloads) == set(run.cluster.intermediates), set(world.workloads) ^ set(
+        run.cluster.intermediates
     )
     if not config.dry_run:
         assert_nothing_left(world, stream[-1].time)
@@ -606,20 +611,20 @@ def test_live_notifications_late_duplicated_or_lost_then_sweep(scenario, rng: ra
     assert_nothing_left(world, ping.time)
     assert_evidence_truthful(truth.evidence, world.deleted, dry_run=False)
     assert set(world.pods) == set(truth.pods)
-    assert set(world.workloads) == set(truth.workloads)
+    assert set(world.workloads) == set(truth.intermediates)
     figures.add("property: live scenarios generated")
     figures.add("property: live world changes", len(events))
 
 
 def _parsed(e: WorldEvent):
     """The world change as the simulated API server stores it."""
-    from tests.fixtures.parse import parse_job, parse_pod, parse_workload
+    from tests.fixtures.parse import parse_intermediate, parse_job, parse_pod
     from tests.support.model_world import render_object
 
     obj = render_object(e.spec)
     if isinstance(e.spec, (JobSpec, TrainJobSpec)):
         return parse_job(obj)
-    return parse_workload(obj) if isinstance(e.spec, WorkloadSpec) else parse_pod(obj)
+    return parse_intermediate(obj) if isinstance(e.spec, IntermediateSpec) else parse_pod(obj)
 
 
 # -- the generator covers what the issue names --------------------------------------------------
@@ -898,7 +903,7 @@ def generated_cases(scenario: Scenario) -> set[str]:
         cases.add(f"event in namespace {spec.namespace}")
         if isinstance(spec, LauncherJobSpec) or (isinstance(spec, PodSpec) and launcher_of(spec)):
             cases |= launcher_event_cases(spec)
-        elif isinstance(spec, (TrainJobSpec, WorkloadSpec, ChainPodSpec)):
+        elif isinstance(spec, (TrainJobSpec, IntermediateSpec, ChainPodSpec)):
             cases |= v2_event_cases(e, world, v2_history)
         elif isinstance(spec, JobSpec):
             cases.add(f"job kind {spec.kind}")
@@ -1060,7 +1065,11 @@ def v2_event_cases(e: WorldEvent, world: World, history: dict) -> set[str]:
     """The Trainer v2 cases one event shows (judged against the world before it)."""
     spec = e.spec
     what = (
-        TRAINJOB if isinstance(spec, TrainJobSpec) else spec.kind if isinstance(spec, WorkloadSpec) else "pod"
+        TRAINJOB
+        if isinstance(spec, TrainJobSpec)
+        else spec.kind
+        if isinstance(spec, IntermediateSpec)
+        else "pod"
     )
     cases = {f"v2 event: {what} {e.verb}"}
     if isinstance(spec, TrainJobSpec):
@@ -1096,7 +1105,7 @@ def v2_event_cases(e: WorldEvent, world: World, history: dict) -> set[str]:
         if spec.managed_by is not None:
             own = spec.managed_by == "trainer.kubeflow.org/trainjob-controller"
             cases.add(f"TrainJob managedBy {'Trainer' if own else 'another controller'}")
-    elif isinstance(spec, WorkloadSpec):
+    elif isinstance(spec, IntermediateSpec):
         owner = spec.owner
         what = "JobSet" if spec.kind == JOBSET else "batch Job"
         if spec.kind == JOBSET:
@@ -1165,7 +1174,7 @@ def v2_event_cases(e: WorldEvent, world: World, history: dict) -> set[str]:
 def v2_named_cases(e: WorldEvent, world: World, without_grace: World) -> set[str]:
     """What the Trainer v2 rules name after this event, and the near misses."""
     cases = set()
-    added = e.verb == "add" and isinstance(e.spec, WorkloadSpec) and e.spec.kind == JOBSET
+    added = e.verb == "add" and isinstance(e.spec, IntermediateSpec) and e.spec.kind == JOBSET
     for namespace, name in world.chain_lineages():
         named = world.chain_named(namespace, name, e.time, jobset_added=added)
         js = world.workloads.get((JOBSET, namespace, name))
@@ -1244,7 +1253,7 @@ def _v2_chain(*, conditions=(), failure_actions=(), terminating=False, uid="tj")
     from tests.support.model_trainer import MARK, NAME_LABEL, UID_LABEL
 
     tj = TrainJobSpec("team-a", "a", uid, _at(0), conditions, None, None)
-    js = WorkloadSpec(
+    js = IntermediateSpec(
         JOBSET,
         "team-a",
         "a",
@@ -1257,7 +1266,7 @@ def _v2_chain(*, conditions=(), failure_actions=(), terminating=False, uid="tj")
     )
     labels = ((NAME_LABEL, "a"), (UID_LABEL, js.uid), (MARK, "trainer"))
     owner = world_tables.OwnerSpec(fixtures.JOBSET, JOBSET, "a", js.uid, True)
-    job = WorkloadSpec(BATCH_JOB, "team-a", "a-node-0", f"job-{uid}", _at(0), owner, labels)
+    job = IntermediateSpec(BATCH_JOB, "team-a", "a-node-0", f"job-{uid}", _at(0), owner, labels)
     return tj, js, job
 
 
@@ -1293,7 +1302,7 @@ def _decided(outcome) -> list[tuple[str, str, str, str]]:
 
 
 def test_replay_sweep_finds_a_jobset_without_jobs():
-    """Once KNOWN BUG 1 (SimulatedCluster.list_workloads read the sweep's empty selector "" as
+    """Once KNOWN BUG 1 (SimulatedCluster.list_intermediates read the sweep's empty selector "" as
     label "", which no object has): the replay's sweep saw a JobSet only through a batch Job
     labelled with its name, so an orphaned JobSet whose Jobs were not there was never deleted
     by a replay, though the API server's sweep would delete it."""

@@ -23,7 +23,7 @@ from datetime import timedelta
 from hypothesis import strategies as st
 
 from tests.fixtures import builders
-from tests.support.model_trainer import WorkloadSpec
+from tests.support.model_trainer import IntermediateSpec
 from tests.support.model_world import (
     JOB_NAMES,
     NAMESPACES,
@@ -51,7 +51,7 @@ CLEAN = ("All", "All", "All", "None", "Running", None)
 
 
 @dataclass(frozen=True)
-class LauncherJobSpec(WorkloadSpec):
+class LauncherJobSpec(IntermediateSpec):
     """A batch Job named like an MPIJob's launcher; `finished`: Complete or Failed, or None."""
 
     finished: str | None = None

@@ -154,7 +154,7 @@ class TrainJobSpec:
 
 
 @dataclass(frozen=True)
-class WorkloadSpec:
+class IntermediateSpec:
     """A JobSet (kind "JobSet") or a batch Job (kind "Job")."""
 
     kind: str
@@ -269,7 +269,9 @@ def _pod_labels(js_name: str, js_uid: str, job_name: str, job_uid: str, index: i
     )
 
 
-def _pods_of(draw, story: _Story, job: WorkloadSpec, js_name: str, js_uid: str, t: int) -> list[ChainPodSpec]:
+def _pods_of(
+    draw, story: _Story, job: IntermediateSpec, js_name: str, js_uid: str, t: int
+) -> list[ChainPodSpec]:
     pods = []
     for index in range(draw(st.sampled_from([0, 1, 1, 2]))):
         # Rarely a pod that has lost its controller (its Job deleted with propagation Orphan).
@@ -295,7 +297,7 @@ def _pods_of(draw, story: _Story, job: WorkloadSpec, js_name: str, js_uid: str, 
 
 def _jobset(draw, story: _Story, ns: str, name: str, uid: str, owner, t: int, created: datetime):
     """A JobSet as Trainer makes it, its batch Jobs (maybe none yet) and their pods."""
-    js = WorkloadSpec(
+    js = IntermediateSpec(
         "JobSet",
         ns,
         name,
@@ -311,7 +313,7 @@ def _jobset(draw, story: _Story, ns: str, name: str, uid: str, owner, t: int, cr
     for index in range(draw(st.sampled_from([0, 1, 1, 2]))):
         marked = draw(st.integers(0, 7)) > 0
         labels = ((NAME_LABEL, name), (UID_LABEL, uid), ("jobset.sigs.k8s.io/replicatedjob-name", "node"))
-        job = WorkloadSpec(
+        job = IntermediateSpec(
             "Job",
             ns,
             f"{name}-node-{index}",
@@ -469,7 +471,7 @@ def lookalike(draw, index: int) -> list[tuple[int, str, object]]:
     if shape in ("plain-jobset", "foreign-jobset"):
         foreign = shape == "foreign-jobset"
         owner = OwnerSpec("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", name, f"{uid}-lws", True)
-        js = WorkloadSpec(
+        js = IntermediateSpec(
             "JobSet",
             ns,
             name,
@@ -483,7 +485,7 @@ def lookalike(draw, index: int) -> list[tuple[int, str, object]]:
         t = story.emit(t, "add", js)
         labels = ((NAME_LABEL, name), (UID_LABEL, uid)) + (((MARK, "trainer"),) if foreign else ())
         job_owner = OwnerSpec(fixtures.JOBSET, "JobSet", name, uid, True)
-        job = WorkloadSpec("Job", ns, f"{name}-plain-{index}", f"{uid}-job", created, job_owner, labels)
+        job = IntermediateSpec("Job", ns, f"{name}-plain-{index}", f"{uid}-job", created, job_owner, labels)
         objs = [js, job]
         gone_uid = uid
     else:
@@ -491,7 +493,7 @@ def lookalike(draw, index: int) -> list[tuple[int, str, object]]:
         gone_uid = f"{uid}-gone-jobset"
         labels = ((NAME_LABEL, name), (UID_LABEL, gone_uid)) + (((MARK, "trainer"),) if cron else ())
         owner = OwnerSpec(BATCH_API, "CronJob", "nightly", f"{uid}-cron", True) if cron else None
-        job = WorkloadSpec("Job", ns, f"{name}-{shape}-{index}", uid, created, owner, labels, skip=skip)
+        job = IntermediateSpec("Job", ns, f"{name}-{shape}-{index}", uid, created, owner, labels, skip=skip)
         objs = [job]
     t = story.emit(t + draw(st.integers(0, 2)), "add", job)
     pods = _pods_of(draw, story, job, name, gone_uid, t + 1)

@@ -88,7 +88,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from tests.support.model_mpi import LauncherJobSpec
-from tests.support.model_trainer import TrainJobSpec, WorkloadSpec
+from tests.support.model_trainer import IntermediateSpec, TrainJobSpec
 from tests.support.model_world import T0, JobSpec, PodSpec
 
 GROUP = "kubeflow.org"
@@ -235,7 +235,7 @@ class World:
     # JobSets and batch Jobs by (kind, namespace, name).
     trainjobs: dict[tuple, TrainJobSpec] = field(default_factory=dict)
     trainjobs_gone: set = field(default_factory=set)
-    workloads: dict[tuple, WorkloadSpec] = field(default_factory=dict)
+    workloads: dict[tuple, IntermediateSpec] = field(default_factory=dict)
     finished_uids: dict[tuple, set] = field(default_factory=dict)  # (namespace, name) -> uids seen finished
     # The newest resourceVersion seen per object (what it is, its namespace and name): a
     # replay never rolls an object back to an older change.
@@ -277,7 +277,7 @@ class World:
                 self.trainjobs_gone.discard(key)
                 if trainjob_finished_at(spec) is not None:
                     self.finished_uids.setdefault(key, set()).add(spec.uid)
-        elif isinstance(spec, WorkloadSpec):
+        elif isinstance(spec, IntermediateSpec):
             if spec.uid in self.deleted:
                 return False
             if verb == "delete":
@@ -292,7 +292,7 @@ class World:
         del self.pods[(namespace, name)]
         self.deleted.add(uid)
 
-    def podsweeper_deleted_workload(self, kind: str, namespace: str, name: str, uid: str) -> None:
+    def podsweeper_deleted_intermediate(self, kind: str, namespace: str, name: str, uid: str) -> None:
         """A JobSet or Job podsweeper deleted, and what goes with it (background propagation)."""
         found = self.workloads.get((kind, namespace, name))
         assert found is not None and found.uid == uid, (
@@ -308,7 +308,7 @@ class World:
         )
         self.trainjobs[(namespace, name)] = replace(found, suspended=True)
 
-    def _gone_with(self, workload: WorkloadSpec) -> None:
+    def _gone_with(self, workload: IntermediateSpec) -> None:
         del self.workloads[workload.key]
         self.deleted.add(workload.uid)
         for key, pod in list(self.pods.items()):
@@ -494,7 +494,7 @@ class World:
                 names.add((namespace, w.label(JOBSET_NAME)))
         return names
 
-    def own_jobset(self, job: TrainJobSpec, namespace: str, name: str) -> WorkloadSpec | None:
+    def own_jobset(self, job: TrainJobSpec, namespace: str, name: str) -> IntermediateSpec | None:
         """The TrainJob's own JobSet: its name, controlled by it (kind and uid), not terminating."""
         js = self.workloads.get((JOBSET, namespace, name))
         if js is None or js.terminating:
@@ -535,7 +535,7 @@ class World:
             out[(w.kind, w.uid)] = (ORPHAN, "skip" if opted_out else "delete")
         return out
 
-    def _deadline_leftover(self, job: TrainJobSpec, own: WorkloadSpec, now: datetime) -> bool:
+    def _deadline_leftover(self, job: TrainJobSpec, own: IntermediateSpec, now: datetime) -> bool:
         """The TrainJob's own JobSet still runs pods although the TrainJob failed at its deadline."""
         failed_at = next((at for t, s, at in job.conditions if t == "Failed" and s == "True"), None)
         if failed_at is None or job.failed_reason != "DeadlineExceeded":
@@ -552,7 +552,7 @@ class World:
             for p in self.pods.values()
         )
 
-    def _orphans(self, job: TrainJobSpec | None, js: WorkloadSpec | None, namespace: str, name: str):
+    def _orphans(self, job: TrainJobSpec | None, js: IntermediateSpec | None, namespace: str, name: str):
         """The JobSet and batch Jobs of the lineage that rule orphan names, age aside."""
         orphan_jobset = (
             js is not None
@@ -579,7 +579,7 @@ class World:
                 continue  # it goes with its JobSet
             yield w
 
-    def _old_enough(self, workload: WorkloadSpec, now: datetime) -> bool:
+    def _old_enough(self, workload: IntermediateSpec, now: datetime) -> bool:
         grace = self.settings.get("orphan_grace_seconds", DEFAULT_GRACE)
         return workload.created is not None and (now - workload.created).total_seconds() >= grace
 

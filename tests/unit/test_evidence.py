@@ -27,7 +27,7 @@ from podsweeper.timeline import print_evidence
 from tests.fixtures import trainer as v2
 from tests.fixtures.builders import SECRET, at, event, job, pod, split
 from tests.fixtures.builders import container_status as cs
-from tests.fixtures.parse import parse_job, parse_pod, parse_workload
+from tests.fixtures.parse import parse_intermediate, parse_job, parse_pod
 
 TERMINATED = Source.TERMINATED
 
@@ -340,7 +340,7 @@ def test_the_pods_a_chain_delete_takes_with_it_are_kept_as_seen_terminated(dry_r
     failed = v2.pod(orphan_job, 1, phase="Failed", exit_code=3)
     cluster = Counting()
     for obj in (tj, orphan_job, v2.pod(orphan_job, 0), failed):
-        parse = {"Pod": parse_pod, "TrainJob": parse_job}.get(obj["kind"], parse_workload)
+        parse = {"Pod": parse_pod, "TrainJob": parse_job}.get(obj["kind"], parse_intermediate)
         cluster.observe(Verb.ADD, parse(obj))
     outcome = Pipeline(cluster, Settings(dry_run=dry_run)).handle(
         parse_event(*split(event("update", orphan_job, at(100)))), at(100)

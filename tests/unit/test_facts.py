@@ -116,10 +116,10 @@ def test_each_link(index):
         check(f"{literal.kind}.{field}", getattr(package, field), getattr(literal, wanted))
     check(f"{literal.kind}.finished_conditions", package.finished_conditions, literal.finished)
     check(f"{literal.kind}.api_version", package.api_version, f"{literal.group}/{literal.version}")
-    check(f"LINK_BY_KIND[{literal.kind!r}]", kinds.LINK_BY_KIND.get(literal.kind), package)
+    check(f"INTERMEDIATE_BY_KIND[{literal.kind!r}]", kinds.INTERMEDIATE_BY_KIND.get(literal.kind), package)
     check(
-        f"link_lookup({package.api_version!r}, {literal.kind!r})",
-        kinds.link_lookup(package.api_version, literal.kind),
+        f"intermediate_lookup({package.api_version!r}, {literal.kind!r})",
+        kinds.intermediate_lookup(package.api_version, literal.kind),
         package,
     )
 

@@ -15,7 +15,7 @@ from podsweeper.model import Verb
 from podsweeper.pipeline import Pipeline
 from tests.fixtures import trainer as v2
 from tests.fixtures.builders import at, event, job, ping, pod, split
-from tests.fixtures.parse import parse_job, parse_pod, parse_workload
+from tests.fixtures.parse import parse_intermediate, parse_job, parse_pod
 
 SUCCEEDED = [("Created", at(0)), ("Running", at(2)), ("Succeeded", at(30))]
 
@@ -138,7 +138,7 @@ def test_the_leftover_gauge_counts_trainer_v2_lineages():
     cluster = SimulatedCluster()
     cluster.observe(Verb.ADD, parse_job(tj))
     for obj in (restarted, job):
-        cluster.observe(Verb.ADD, parse_workload(obj))
+        cluster.observe(Verb.ADD, parse_intermediate(obj))
     for i in range(2):  # 1 GPU each, running
         cluster.observe(Verb.ADD, parse_pod(v2.pod(job, i)))
     labels = {"namespace": "gpu-v2", "rule": "finished-trainjob-restarted"}

@@ -19,7 +19,7 @@ from podsweeper.model import Verb
 from podsweeper.pipeline import Pipeline
 from tests.fixtures import trainer as v2
 from tests.fixtures.builders import at, event, ping, split, stamp
-from tests.fixtures.parse import parse_job, parse_pod, parse_workload
+from tests.fixtures.parse import parse_intermediate, parse_job, parse_pod
 
 FINISHED = [("Complete", at(50))]
 
@@ -33,7 +33,7 @@ def world(*objs, cluster: SimulatedCluster | None = None) -> SimulatedCluster:
         elif obj["kind"] == "TrainJob":
             cluster.observe(Verb.ADD, parse_job(obj))
         else:
-            cluster.observe(Verb.ADD, parse_workload(obj))
+            cluster.observe(Verb.ADD, parse_intermediate(obj))
     return cluster
 
 
@@ -58,7 +58,7 @@ def test_a_cleanly_completed_trainjob_gets_nothing():
     pods = [v2.pod(job, i, phase="Succeeded", exit_code=0) for i in range(2)]
     cluster = world(tj, v2.jobset(tj, conditions=[("Completed", at(50))]), job, *pods)
     outcome = handle(cluster, event("update", tj, at(51)))
-    assert outcome.applied == [] and len(cluster.pods) == 2 and len(cluster.workloads) == 2
+    assert outcome.applied == [] and len(cluster.pods) == 2 and len(cluster.intermediates) == 2
 
 
 def test_finished_trainjob_restarted_a_failed_trainjob_restarted_by_trainer_is_suspended():
@@ -74,11 +74,11 @@ def test_finished_trainjob_restarted_a_failed_trainjob_restarted_by_trainer_is_s
     # The TTL deletes the JobSet; Trainer makes a new one and erases Failed.
     again = v2.trainjob()  # same uid, no condition
     cluster.observe(Verb.UPDATE, parse_job(again))
-    cluster.observe(Verb.DELETE, parse_workload(js))
+    cluster.observe(Verb.DELETE, parse_intermediate(js))
     new = v2.jobset(again, created=at(55), generation="-2")
     job = v2.batch_job(new)
     for obj in (new, job, v2.pod(job, 0), v2.pod(job, 1)):
-        cluster.observe(Verb.ADD, parse_pod(obj) if obj["kind"] == "Pod" else parse_workload(obj))
+        cluster.observe(Verb.ADD, parse_pod(obj) if obj["kind"] == "Pod" else parse_intermediate(obj))
     outcome = handle(cluster, event("add", new, at(55)), now=56)
     assert decided(outcome) == [
         (Rule.FINISHED_TRAINJOB_RESTARTED, Action.SUSPEND, "TrainJob", "tj", Result.SUSPENDED)
@@ -118,9 +118,9 @@ def test_a_failed_condition_erased_before_the_pass_reads_it_is_still_caught(read
         return
     assert first.applied == []
     if state:
-        cluster.observe(Verb.DELETE, parse_workload(state[0]))
+        cluster.observe(Verb.DELETE, parse_intermediate(state[0]))
     for obj in (new, job, *pods):
-        cluster.observe(Verb.ADD, parse_pod(obj) if obj["kind"] == "Pod" else parse_workload(obj))
+        cluster.observe(Verb.ADD, parse_pod(obj) if obj["kind"] == "Pod" else parse_intermediate(obj))
     outcome = handle(cluster, event("add", new, at(51)), now=52)
     assert decided(outcome) == [
         (Rule.FINISHED_TRAINJOB_RESTARTED, Action.SUSPEND, "TrainJob", "tj", Result.SUSPENDED)
@@ -232,7 +232,7 @@ def test_a_plain_jobset_or_batch_job_is_never_touched():
     cluster.gone_jobs.add(("TrainJob", "team-a", "gone-plain"))
     for raw in (event("add", plain, at(1)), event("update", loose, at(2)), ping(at(600))):
         assert handle(cluster, raw).applied == []
-    assert len(cluster.pods) == 3 and len(cluster.workloads) == 3
+    assert len(cluster.pods) == 3 and len(cluster.intermediates) == 3
 
 
 def test_a_batch_job_controlled_by_something_else_is_never_touched():
@@ -244,7 +244,7 @@ def test_a_batch_job_controlled_by_something_else_is_never_touched():
     cluster = world(foreign, v2.pod(foreign, 0))
     cluster.gone_jobs.add(("TrainJob", "team-a", "tj"))
     assert handle(cluster, ping(at(600))).applied == []
-    assert len(cluster.workloads) == 1
+    assert len(cluster.intermediates) == 1
 
 
 def test_the_jobs_of_a_jobset_deleted_with_orphan_propagation_are_orphans():
@@ -325,7 +325,7 @@ def test_a_chain_outside_the_namespaces_is_never_decided_even_past_the_callers_g
     cluster = world(js, job)
     ref = parse_job(tj).ref
     lineage = Lineage(
-        ref, None, parse_workload(js), (parse_workload(job),), tuple(cluster.list_job_pods(ref)), None
+        ref, None, parse_intermediate(js), (parse_intermediate(job),), tuple(cluster.list_job_pods(ref)), None
     )
     inside = decide_lineage(lineage, at(600), Settings(exclude_namespaces=""))
     assert [(d.rule, d.kind) for d in inside] == [(Rule.ORPHAN, "JobSet")]
@@ -391,7 +391,7 @@ def test_deadline_exceeded_jobset_running_table(case, tj_meta, now, reason, jobs
     action, result = expected
     assert named == [(Rule.DEADLINE_EXCEEDED_JOBSET_RUNNING, action, "JobSet", "tj", result)], case
     if result is Result.DELETED:
-        assert cluster.pods == {} and ("JobSet", "team-a", "tj") not in {k[:3] for k in cluster.workloads}
+        assert cluster.pods == {} and ("JobSet", "team-a", "tj") not in {k[:3] for k in cluster.intermediates}
 
 
 def test_deadline_exceeded_jobset_running_is_decided_on_the_trainjob_update_too_and_dry_run_keeps_it():

@@ -15,7 +15,7 @@ from podsweeper.model import JobRef
 from podsweeper.pipeline import Pipeline
 from tests.fixtures.builders import at, event, ping, split, stamp
 from tests.fixtures.mpi import launcher_job, launcher_pod, mpijob, worker
-from tests.fixtures.parse import parse_job, parse_pod, parse_workload
+from tests.fixtures.parse import parse_intermediate, parse_job, parse_pod
 
 SUCCEEDED = (("Created", at(0)), ("Running", at(2)), ("Succeeded", at(30)))
 FAILED = (("Created", at(0)), ("Failed", at(30)))
@@ -25,7 +25,7 @@ def world(mj, jobs=(), pods=()) -> SimulatedCluster:
     cluster = SimulatedCluster()
     cluster.observe("add", parse_job(mj))
     for raw in jobs:
-        cluster.observe("add", parse_workload(raw))
+        cluster.observe("add", parse_intermediate(raw))
     for raw in pods:
         cluster.observe("add", parse_pod(raw))
     return cluster
@@ -42,9 +42,9 @@ def deleted(outcome) -> dict[str, Rule]:
 def test_launcher_pod_is_tied_to_its_mpijob_through_the_batch_job():
     mj = mpijob()
     pod = parse_pod(launcher_pod(launcher_job(mj), "pi"))
-    assert pod.job is not None and pod.via is not None
+    assert pod.job is not None and pod.batch_job is not None
     assert (pod.job.kind.kind, pod.job.name, pod.job.version) == ("MPIJob", "pi", "v2beta1")
-    assert (pod.via.kind, pod.via.name) == ("Job", "pi-launcher")
+    assert (pod.batch_job.kind, pod.batch_job.name) == ("Job", "pi-launcher")
     assert pod.job.uid is None, "the pod does not prove the uid: the pass reads the Job"
 
 
@@ -217,4 +217,4 @@ def test_stuck_terminating_never_force_deletes_a_launcher_pod():
         decision = next(
             iter(decide_stuck(pod, lost, parse_job(mj), at(100) + timedelta(seconds=120), settings)), None
         )
-        assert (decision is not None) == (pod.via is None), pod.name
+        assert (decision is not None) == (pod.batch_job is None), pod.name

@@ -229,7 +229,7 @@ def test_a_stale_jobset_update_does_not_replace_a_newer_one(tmp_path):
     )
     run = replay([path], Settings())
     assert run.steps[2].observed and "JobSet team-a/tj update at resourceVersion 10" in run.steps[2].observed
-    assert run.cluster.workloads[("JobSet", "team-a", "tj")].resource_version == "20"
+    assert run.cluster.intermediates[("JobSet", "team-a", "tj")].resource_version == "20"
 
 
 @pytest.mark.parametrize("versions", [("b", "a"), ("20", "a"), ("", "10")])

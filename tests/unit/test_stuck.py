@@ -15,7 +15,7 @@ from podsweeper.model import Node, NodeReady, Verb
 from podsweeper.pipeline import Pipeline
 from tests.fixtures import trainer as v2
 from tests.fixtures.builders import at, job, ping, pod, split
-from tests.fixtures.parse import parse_job, parse_pod, parse_workload
+from tests.fixtures.parse import parse_intermediate, parse_job, parse_pod
 
 SUCCEEDED = [("Created", at(0)), ("Running", at(2)), ("Succeeded", at(30))]
 
@@ -133,12 +133,12 @@ def test_a_plain_jobsets_pod_is_never_forced():
     raw = v2.pod(batch, 0)
     raw["metadata"]["deletionTimestamp"] = v2.stamp(at(100))
     raw["spec"]["nodeName"] = "lost"
-    cluster.observe(Verb.ADD, parse_workload(plain))
+    cluster.observe(Verb.ADD, parse_intermediate(plain))
     cluster.observe(Verb.ADD, parse_pod(raw))
     assert sweep(cluster, 1000, stuck_terminating_seconds=300).applied == []
     tj = v2.trainjob("plain")
     cluster.observe(Verb.ADD, parse_job(tj))
-    cluster.observe(Verb.ADD, parse_workload(v2.jobset(tj, name="plain")))
+    cluster.observe(Verb.ADD, parse_intermediate(v2.jobset(tj, name="plain")))
     outcome = sweep(cluster, 1000, stuck_terminating_seconds=300)
     assert [a.result for a in outcome.applied] == [Result.DELETED]
 

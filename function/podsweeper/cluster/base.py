@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 from podsweeper.decisions import Result
-from podsweeper.kinds import Link, TrainingKind
-from podsweeper.model import EventRecord, FinishMark, Job, JobRef, Node, Pod, Workload
+from podsweeper.kinds import IntermediateKind, TrainingKind
+from podsweeper.model import EventRecord, FinishMark, Intermediate, Job, JobRef, Node, Pod
 
 
 class Cluster(Protocol):
@@ -48,13 +48,15 @@ class Cluster(Protocol):
         opted out) is not deleted on stale facts.
         """
 
-    def get_workload(self, link: Link, namespace: str, name: str) -> Workload | None:
+    def get_intermediate(self, link: IntermediateKind, namespace: str, name: str) -> Intermediate | None:
         """A chain's JobSet or batch Job as it is now; None on 404 (or never seen, in a replay)."""
 
-    def list_workloads(self, link: Link, namespace: str | None, selector: str) -> Iterator[Workload]:
+    def list_intermediates(
+        self, link: IntermediateKind, namespace: str | None, selector: str
+    ) -> Iterator[Intermediate]:
         """JobSets or batch Jobs matching a `label=value` or `label` selector (paginated)."""
 
-    def delete_workload(self, link: Link, namespace: str, name: str, uid: str) -> Result:
+    def delete_intermediate(self, link: IntermediateKind, namespace: str, name: str, uid: str) -> Result:
         """Delete a JobSet or batch Job with preconditions uid and background propagation
         (the garbage collector then removes what it controls). DELETED, GONE or CONFLICT."""
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from podsweeper.decisions import Result
 from podsweeper.evidence import decode, encode, store_name
-from podsweeper.kinds import Link, TrainingKind
-from podsweeper.model import EventRecord, FinishMark, Job, JobRef, Node, NodeReady, Pod, Verb, Workload
+from podsweeper.kinds import IntermediateKind, TrainingKind
+from podsweeper.model import EventRecord, FinishMark, Intermediate, Job, JobRef, Node, NodeReady, Pod, Verb
 from podsweeper.ownership import has_training_label, labelled_job_names, labels_name_job
 
 
@@ -34,18 +34,18 @@ def _version(text: str) -> int | None:
     return int(text) if text.isascii() and text.isdigit() else None
 
 
-def _what(obj: Pod | Job | Workload) -> str:
+def _what(obj: Pod | Job | Intermediate) -> str:
     if isinstance(obj, Pod):
         return f"pod {obj.namespace}/{obj.name}"
-    kind = obj.link.kind if isinstance(obj, Workload) else obj.kind.kind
+    kind = obj.link.kind if isinstance(obj, Intermediate) else obj.kind.kind
     return f"{kind} {obj.namespace}/{obj.name}"
 
 
-def _slot(obj: Pod | Job | Workload) -> tuple[str, ...]:
+def _slot(obj: Pod | Job | Intermediate) -> tuple[str, ...]:
     """Which object a change is of: what it is, its namespace and name (any incarnation)."""
     if isinstance(obj, Pod):
         return ("Pod", obj.namespace, obj.name)
-    if isinstance(obj, Workload):
+    if isinstance(obj, Intermediate):
         return (obj.link.kind, obj.namespace, obj.name)
     return obj.ref.key
 
@@ -67,7 +67,7 @@ class SimulatedCluster:
     gone_jobs: set[tuple[str, str, str]] = field(default_factory=set)
     deleted_by_podsweeper: set[str] = field(default_factory=set)  # pod, JobSet and Job uids
     # (kind, namespace, name) -> the chains' JobSets and batch Jobs the stream showed
-    workloads: dict[tuple[str, str, str], Workload] = field(default_factory=dict)
+    intermediates: dict[tuple[str, str, str], Intermediate] = field(default_factory=dict)
     # (job key, job uid) -> record: an earlier job of the same name has its own
     finish_marks: dict[tuple[tuple[str, str, str], str | None], FinishMark] = field(default_factory=dict)
     events: dict[str, RecordedEvent] = field(default_factory=dict)
@@ -117,7 +117,9 @@ class SimulatedCluster:
             self._unindexed(key, previous)
 
     # -- feeding the stream --------------------------------------------------------
-    def observe(self, verb: Verb | str, obj: Pod | Job | Workload, version: str | None = None) -> str | None:
+    def observe(
+        self, verb: Verb | str, obj: Pod | Job | Intermediate, version: str | None = None
+    ) -> str | None:
         """Apply one watched change; returns why it was ignored, if it was.
 
         `version` is the object's metadata.resourceVersion (default: the one it carries; a Job
@@ -134,15 +136,15 @@ class SimulatedCluster:
         older = self._older(verb, obj, version or "")
         if older:
             return older
-        if isinstance(obj, Workload | Pod) and obj.uid and obj.uid in self.deleted_by_podsweeper:
+        if isinstance(obj, Intermediate | Pod) and obj.uid and obj.uid in self.deleted_by_podsweeper:
             kind = "pod" if isinstance(obj, Pod) else obj.link.kind
             return f"{kind} already deleted by podsweeper in this replay"
-        if isinstance(obj, Workload):
-            workload_key = (obj.link.kind, obj.namespace, obj.name)
+        if isinstance(obj, Intermediate):
+            intermediate_key = (obj.link.kind, obj.namespace, obj.name)
             if verb is Verb.DELETE:
-                self.workloads.pop(workload_key, None)
+                self.intermediates.pop(intermediate_key, None)
             else:
-                self.workloads[workload_key] = obj
+                self.intermediates[intermediate_key] = obj
             return None
         if isinstance(obj, Pod):
             key = (obj.namespace, obj.name)
@@ -160,7 +162,7 @@ class SimulatedCluster:
             self.gone_jobs.discard(job_key)
         return None
 
-    def _older(self, verb: Verb, obj: Pod | Job | Workload, version: str) -> str | None:
+    def _older(self, verb: Verb, obj: Pod | Job | Intermediate, version: str) -> str | None:
         """Why this change is older than the stream already showed for its object, if it is;
         records its version otherwise."""
         number = _version(version)
@@ -234,33 +236,40 @@ class SimulatedCluster:
         self.deleted_by_podsweeper.add(uid)
         return Result.DELETED
 
-    def get_workload(self, link: Link, namespace: str, name: str) -> Workload | None:
-        return self.workloads.get((link.kind, namespace, name))
+    def get_intermediate(self, link: IntermediateKind, namespace: str, name: str) -> Intermediate | None:
+        return self.intermediates.get((link.kind, namespace, name))
 
-    def list_workloads(self, link: Link, namespace: str | None, selector: str) -> Iterator[Workload]:
+    def list_intermediates(
+        self, link: IntermediateKind, namespace: str | None, selector: str
+    ) -> Iterator[Intermediate]:
         label, _, value = selector.partition("=")
-        for (kind, ns, _), workload in list(self.workloads.items()):
+        for (kind, ns, _), intermediate in list(self.intermediates.items()):
             if kind != link.kind or (namespace is not None and ns != namespace):
                 continue
-            if not label or (label in workload.labels and (not value or workload.labels[label] == value)):
-                yield workload
+            labels = intermediate.labels
+            if not label or (label in labels and (not value or labels[label] == value)):
+                yield intermediate
 
-    def delete_workload(self, link: Link, namespace: str, name: str, uid: str) -> Result:
-        current = self.workloads.get((link.kind, namespace, name))
+    def delete_intermediate(self, link: IntermediateKind, namespace: str, name: str, uid: str) -> Result:
+        current = self.intermediates.get((link.kind, namespace, name))
         if current is None:
             return Result.GONE
         if current.uid != uid:
             return Result.CONFLICT
-        del self.workloads[(link.kind, namespace, name)]
+        del self.intermediates[(link.kind, namespace, name)]
         self.deleted_by_podsweeper.add(uid)
         # Background propagation: what it controls goes too (the garbage collector's part).
         for key, pod in list(self.pods.items()):
-            if pod.via is not None and (pod.via.uid == uid or pod.labels.get(_uid_label(pod)) == uid):
+            if pod.batch_job is not None and (
+                pod.batch_job.uid == uid or pod.labels.get(_uid_label(pod)) == uid
+            ):
                 self._drop_pod(key)
                 self.deleted_by_podsweeper.add(pod.uid)
-        for workload in list(self.workloads.values()):
-            if workload.controller is not None and workload.controller.uid == uid:
-                self.delete_workload(workload.link, workload.namespace, workload.name, workload.uid)
+        for intermediate in list(self.intermediates.values()):
+            if intermediate.controller is not None and intermediate.controller.uid == uid:
+                self.delete_intermediate(
+                    intermediate.link, intermediate.namespace, intermediate.name, intermediate.uid
+                )
         return Result.DELETED
 
     def suspend_job(self, ref: JobRef) -> Result:

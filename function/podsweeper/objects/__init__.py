@@ -7,6 +7,6 @@ Python objects), reading exactly the fields the rules need and ignoring the rest
 the engine never sees a half-understood object.
 
 One module per object family, so each parser reads alone: `base` (what every object shares,
-and the one validation path), `pods`, `jobs` (training jobs), `workloads` (a chain's JobSets
+and the one validation path), `pods`, `jobs` (training jobs), `intermediates` (a chain's JobSets
 and batch Jobs), `nodes`, and `pages` (LIST pages, validated in one pass).
 """

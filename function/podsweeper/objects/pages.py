@@ -14,11 +14,11 @@ from pydantic import Field, ValidationError
 
 from podsweeper import kinds
 from podsweeper.errors import BadEvent
-from podsweeper.model import Job, Pod, Workload
+from podsweeper.model import Intermediate, Job, Pod
 from podsweeper.objects.base import Schema, one_line, validate_json
+from podsweeper.objects.intermediates import IntermediateObject, intermediate_from
 from podsweeper.objects.jobs import JobObject, job_from
 from podsweeper.objects.pods import PodObject, pod_from
-from podsweeper.objects.workloads import WorkloadObject, workload_from
 
 
 def json_bytes(obj: Mapping[str, Any]) -> bytes:
@@ -44,7 +44,7 @@ class _ListMeta(Schema):
 # costing 2.5x per page).
 PodItem = Annotated[PodObject | Any, Field(union_mode="left_to_right")]
 JobItem = Annotated[JobObject | Any, Field(union_mode="left_to_right")]
-WorkloadItem = Annotated[WorkloadObject | Any, Field(union_mode="left_to_right")]
+IntermediateItem = Annotated[IntermediateObject | Any, Field(union_mode="left_to_right")]
 
 
 class PodList(Schema):
@@ -61,8 +61,8 @@ class JobList(Schema):
     metadata: _ListMeta | None = None
 
 
-class WorkloadList(Schema):
-    items: list[WorkloadItem] | None = None
+class IntermediateList(Schema):
+    items: list[IntermediateItem] | None = None
     metadata: _ListMeta | None = None
 
 
@@ -92,17 +92,17 @@ def parse_job_page(body: bytes) -> tuple[list[Job], list[str], str | None]:
     return jobs, unreadable, page.metadata.continue_ if page.metadata else None
 
 
-def parse_workload_page(
-    body: bytes, listed: kinds.Link | None = None
-) -> tuple[list[Workload], list[str], str | None]:
+def parse_intermediate_page(
+    body: bytes, listed: kinds.IntermediateKind | None = None
+) -> tuple[list[Intermediate], list[str], str | None]:
     """JobSets or Jobs of one LIST page, why any item was unreadable, and the continue token."""
-    page = validate_json(WorkloadList, body or b"{}", "list")
+    page = validate_json(IntermediateList, body or b"{}", "list")
     found, unreadable = [], []
     for item in page.items or ():
         try:
-            if not isinstance(item, WorkloadObject):
-                raise BadEvent(f"object invalid: {_unreadable(WorkloadObject, item)}")
-            found.append(workload_from(item, listed))
+            if not isinstance(item, IntermediateObject):
+                raise BadEvent(f"object invalid: {_unreadable(IntermediateObject, item)}")
+            found.append(intermediate_from(item, listed))
         except BadEvent as error:
             unreadable.append(str(error))
     return found, unreadable, page.metadata.continue_ if page.metadata else None

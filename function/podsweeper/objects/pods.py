@@ -139,7 +139,7 @@ def pod_from(obj: PodObject) -> Pod:
         started=status.startTime,
         extended_resources=obj.spec.extended_resources() if obj.spec else (),
         node=obj.spec.nodeName if obj.spec else None,
-        via=ownership.via,
+        batch_job=ownership.batch_job,
         deletion_due=meta.deletionTimestamp,
     )
 

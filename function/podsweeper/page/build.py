@@ -16,10 +16,10 @@ from datetime import UTC, datetime, timedelta
 from podsweeper import kinds
 from podsweeper.decisions import Action, Decision, Result
 from podsweeper.kinds import TrainingKind
-from podsweeper.model import Job, JobRef, Pod, Verb, Workload
-from podsweeper.ownership import workload_job
+from podsweeper.model import Intermediate, Job, JobRef, Pod, Verb
+from podsweeper.ownership import intermediate_job
 from podsweeper.page.model import DecisionView, EvidenceView, JobView, Mark, Page, Row, Span
-from podsweeper.page.states import Seen, job_facts, job_state, pod_state, trigger_text, workload_state
+from podsweeper.page.states import Seen, intermediate_state, job_facts, job_state, pod_state, trigger_text
 from podsweeper.replay import ReplayRun, ReplayStep
 from podsweeper.triggers import Ignored, ObjectChange
 
@@ -56,16 +56,16 @@ class _JobTrack:
     times: list[datetime] = field(default_factory=list)
 
 
-def _job_of(workload: Workload) -> JobRef | None:
+def _job_of(intermediate: Intermediate) -> JobRef | None:
     """The training job a JobSet or batch Job is drawn under: its controller if that is a
     training job (a TrainJob's JobSet, an MPIJob's launcher), else the chained job its name or
     labels name, once it carries the mark of that job's controller; None for a plain one."""
-    owner = workload.controller
+    owner = intermediate.controller
     kind = kinds.lookup(owner.api_version, owner.kind) if owner else None
     if owner is not None and kind is not None:
-        return JobRef(kind, workload.namespace, owner.name)
-    ref = workload_job(workload)
-    if ref is not None and ref.kind.chain is not None and workload.marked(ref.kind.chain.marker_label):
+        return JobRef(kind, intermediate.namespace, owner.name)
+    ref = intermediate_job(intermediate)
+    if ref is not None and ref.kind.chain is not None and intermediate.marked(ref.kind.chain.marker_label):
         return ref
     return None
 
@@ -88,7 +88,7 @@ class _Builder:
             job.members[key] = _Track(kind, namespace, name, uid)
         return job.members[key]
 
-    def object_change(self, step: ReplayStep, verb: Verb, obj: Pod | Job | Workload) -> None:
+    def object_change(self, step: ReplayStep, verb: Verb, obj: Pod | Job | Intermediate) -> None:
         if isinstance(obj, Job):
             track = self.job(obj.ref, step.time)
             track.job = obj
@@ -99,7 +99,7 @@ class _Builder:
             member = self.member(track, "Pod", obj.namespace, obj.name, obj.uid)
             chain = obj.job.kind.chain if obj.job else None
             top = obj.labels.get(chain.uid_label, "") if chain else ""
-            via = obj.via.uid if obj.via else ""
+            via = obj.batch_job.uid if obj.batch_job else ""
             member.parent = member.parent or via
             member.owners = frozenset(uid for uid in (via, top) if uid)
             self._observe(step, verb, member, pod_state(obj, step.time))
@@ -114,7 +114,7 @@ class _Builder:
             came_from = came_from or obj.labels.get(ref.kind.chain.uid_label, "")
         member.parent = member.parent or came_from
         member.owners = frozenset({obj.controller.uid} if obj.controller else ())
-        self._observe(step, verb, member, workload_state(obj, verb, step.time))
+        self._observe(step, verb, member, intermediate_state(obj, verb, step.time))
 
     @staticmethod
     def _observe(step: ReplayStep, verb: Verb, member: _Track, seen: Seen) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from podsweeper.kinds import TrainingKind
-from podsweeper.model import Job, Pod, Verb, Workload
+from podsweeper.model import Intermediate, Job, Pod, Verb
 from podsweeper.replay import ReplayStep
 from podsweeper.triggers import Ignored, ObjectChange, SweepRequest
 
@@ -89,14 +89,14 @@ def job_facts(kind: TrainingKind, job: Job) -> str:
     return f"cleanPodPolicy {job.clean_pod_policy.value}"
 
 
-def workload_state(workload: Workload, verb: Verb, at: datetime) -> Seen:
+def intermediate_state(intermediate: Intermediate, verb: Verb, at: datetime) -> Seen:
     """A JobSet's or batch Job's state; one left without a controller is `orphaned`."""
-    owner = workload.controller
+    owner = intermediate.controller
     made_by = f"controller {owner.kind} {owner.name}" if owner else "no controller: orphaned"
-    if workload.finished:
-        tone = _finished_tone(workload.finished, workload.link.finished_conditions)
-        label, note = f"finished: {workload.finished}", f"{workload.finished} condition"
-    elif workload.suspended:
+    if intermediate.finished:
+        tone = _finished_tone(intermediate.finished, intermediate.link.finished_conditions)
+        label, note = f"finished: {intermediate.finished}", f"{intermediate.finished} condition"
+    elif intermediate.suspended:
         label, tone, note = "suspended", "suspended", "spec.suspend or its Suspended condition"
     elif owner is None:
         label, tone, note = "orphaned", "orphaned", "not finished"
@@ -105,7 +105,7 @@ def workload_state(workload: Workload, verb: Verb, at: datetime) -> Seen:
     else:
         label, tone, note = "active", "running", "updated, not finished"
     short = label
-    if workload.terminating:
+    if intermediate.terminating:
         label += " (terminating)"
     if owner is None and tone != "orphaned":
         label += ", no controller"
@@ -120,7 +120,11 @@ def trigger_text(step: ReplayStep) -> str:
     if isinstance(trigger, ObjectChange):
         obj = trigger.obj
         kind = (
-            "pod" if isinstance(obj, Pod) else obj.link.kind if isinstance(obj, Workload) else obj.kind.kind
+            "pod"
+            if isinstance(obj, Pod)
+            else obj.link.kind
+            if isinstance(obj, Intermediate)
+            else obj.kind.kind
         )
         return f"{kind} {trigger.verb.value} {obj.namespace}/{obj.name}"
     if isinstance(trigger, Ignored):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from podsweeper.config import Settings
 from podsweeper.decisions import Action, Rule
-from podsweeper.model import Job, Node, Pod, Workload
+from podsweeper.model import Intermediate, Job, Node, Pod
 
 if TYPE_CHECKING:
     from podsweeper.lineage import Lineage
@@ -45,7 +45,7 @@ class Finding:
     decision about a job or a JobSet/batch Job; a decision about a pod carries that pod's.
     """
 
-    about: Pod | Job | Workload
+    about: Pod | Job | Intermediate
     action: Action
     reason: str
     pods: tuple[Pod, ...] = ()

@@ -21,7 +21,7 @@ DEADLINE_EXCEEDED = "DeadlineExceeded"
 
 
 def check(lineage: Lineage, ctx: Context) -> list[Finding]:
-    job, jobset = lineage.job, lineage.live_top
+    job, jobset = lineage.job, lineage.live_jobset
     if job is None or jobset is None or job.failed_reason != DEADLINE_EXCEEDED:
         return []
     if job.finished != job.kind.finished_conditions[-1] or job.finished_at is None:

@@ -11,19 +11,19 @@ from __future__ import annotations
 
 from podsweeper.config import Settings
 from podsweeper.decisions import Action, Decision, Target
-from podsweeper.model import Job, JobRef, Pod, Workload
+from podsweeper.model import Intermediate, Job, JobRef, Pod
 from podsweeper.rules.base import Finding, RuleSpec
 
 OPT_OUT_ANNOTATION = "podsweeper.dev/skip"
 
 
-def _opted_out_by(about: Pod | Job | Workload, job: Job | None) -> str | None:
+def _opted_out_by(about: Pod | Job | Intermediate, job: Job | None) -> str | None:
     """Who opted out: the job, or the object itself (a pod, a JobSet, a batch Job)."""
     if job is not None and job.opted_out:
         return "job"
     if isinstance(about, Pod) and about.opted_out:
         return "pod"
-    if isinstance(about, Workload) and about.opted_out:
+    if isinstance(about, Intermediate) and about.opted_out:
         return about.link.kind
     return None
 
@@ -83,7 +83,7 @@ def decide(
     return Decision(
         spec.rule,
         action,
-        Target.WORKLOAD if isinstance(about, Workload) else Target.JOB,
+        Target.INTERMEDIATE if isinstance(about, Intermediate) else Target.JOB,
         about.namespace,
         about.name,
         about.uid,
@@ -93,5 +93,5 @@ def decide(
         gpus=sum(p.gpus(gpu_names) for p in held if p.active),
         detail=finding.detail,
         wasted_since=finding.wasted_since,
-        link=about.link if isinstance(about, Workload) else None,
+        link=about.link if isinstance(about, Intermediate) else None,
     )

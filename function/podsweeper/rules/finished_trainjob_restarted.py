@@ -15,29 +15,29 @@ from datetime import datetime
 
 from podsweeper.decisions import Action, Rule
 from podsweeper.lineage import Lineage
-from podsweeper.model import Workload
+from podsweeper.model import Intermediate
 from podsweeper.rules.base import Context, Finding, RuleSpec
 
 
-def _after(top: Workload, since: datetime | None, strictly: bool = False) -> bool:
-    if since is None or top.created is None:
+def _after(jobset: Intermediate, since: datetime | None, strictly: bool = False) -> bool:
+    if since is None or jobset.created is None:
         return False
-    return top.created > since if strictly else top.created >= since
+    return jobset.created > since if strictly else jobset.created >= since
 
 
 def check(lineage: Lineage, ctx: Context) -> list[Finding]:
-    job, top = lineage.job, lineage.live_top
-    if job is None or top is None or job.suspended or top.suspended:
+    job, jobset = lineage.job, lineage.live_jobset
+    if job is None or jobset is None or job.suspended or jobset.suspended:
         return []
-    if top.resumed:
+    if jobset.resumed:
         return []  # suspended, then resumed by a person (spec.suspend false): let it run
     mark = lineage.finish_mark
     if mark is not None:
-        restarted = top.uid != mark.top_uid if mark.top_uid else _after(top, mark.at)
+        restarted = jobset.uid != mark.top_uid if mark.top_uid else _after(jobset, mark.at)
         finished, since = mark.condition, mark.at
     elif job.finished is not None:
         restarted, finished, since = (
-            _after(top, job.finished_at, strictly=True),
+            _after(jobset, job.finished_at, strictly=True),
             job.finished,
             job.finished_at,
         )
@@ -47,10 +47,12 @@ def check(lineage: Lineage, ctx: Context) -> list[Finding]:
         return []
     when = f" at {since.isoformat()}" if since else ""
     reason = (
-        f"TrainJob finished ({finished}{when}) and then got a new JobSet {top.name} (uid {top.uid}): "
+        f"TrainJob finished ({finished}{when}) and then got a new JobSet {jobset.name} (uid {jobset.uid}): "
         "training started again for a finished job"
     )
-    return [Finding(job, Action.SUSPEND, reason, tuple(lineage.active_pods(top)), wasted_since=top.created)]
+    return [
+        Finding(job, Action.SUSPEND, reason, tuple(lineage.active_pods(jobset)), wasted_since=jobset.created)
+    ]
 
 
 SPEC = RuleSpec(

@@ -11,7 +11,7 @@ from podsweeper.model import CleanPodPolicy, Job, Pod
 
 def operator_deletes(pod: Pod, job: Job) -> bool:
     """Whether the job's operator deletes this pod itself now that the job has finished."""
-    if pod.via is not None:
+    if pod.batch_job is not None:
         return False  # a launcher: the mpi-operator's cleanup deletes workers only (#643)
     policy = job.clean_pod_policy
     return policy is CleanPodPolicy.ALL or (policy is CleanPodPolicy.RUNNING and pod.active)

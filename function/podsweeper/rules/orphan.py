@@ -12,7 +12,7 @@ from datetime import datetime
 
 from podsweeper.decisions import Action, Rule
 from podsweeper.lineage import Lineage
-from podsweeper.model import Job, Pod, Workload
+from podsweeper.model import Intermediate, Job, Pod
 from podsweeper.rules.base import Context, Finding, RuleSpec
 
 
@@ -34,56 +34,56 @@ def check_pod(pod: Pod, job: Job | None, ctx: Context) -> Finding | None:
     )
 
 
-def _orphaned(workload: Workload, parent_kind: str, parent_uid: str | None, lineage: Lineage) -> bool:
+def _orphaned(intermediate: Intermediate, parent_kind: str, parent_uid: str | None, lineage: Lineage) -> bool:
     """Not controlled by the existing parent, yet provably made for a TrainJob: controlled by
     a TrainJob that is gone, or carrying Trainer's mark (the only proof once orphaned)."""
-    if workload.terminating or lineage.owns(workload, parent_kind, parent_uid):
+    if intermediate.terminating or lineage.owns(intermediate, parent_kind, parent_uid):
         return False
-    controller = workload.controller
+    controller = intermediate.controller
     if controller is not None and controller.kind != parent_kind:
         return False  # another controller's: never ours
     by_trainjob = controller is not None and controller.kind == lineage.ref.kind.kind
-    return by_trainjob or workload.marked(lineage.chain.marker_label)
+    return by_trainjob or intermediate.marked(lineage.chain.marker_label)
 
 
 def check_chain(lineage: Lineage, ctx: Context) -> list[Finding]:
     """A JobSet whose TrainJob is gone, or batch Jobs whose JobSet is gone, past the grace."""
     findings = []
     grace = ctx.settings.orphan_grace_seconds
-    job, top = lineage.job, lineage.top
-    top_link, middle_link = lineage.chain.links[0], lineage.chain.links[-1]
-    top_orphaned = top is not None and _orphaned(
-        top, lineage.ref.kind.kind, job.uid if job else None, lineage
+    job, jobset = lineage.job, lineage.jobset
+    jobset_kind, batch_job_kind = lineage.chain.links[0], lineage.chain.links[-1]
+    jobset_orphaned = jobset is not None and _orphaned(
+        jobset, lineage.ref.kind.kind, job.uid if job else None, lineage
     )
-    if top is not None and top_orphaned:
-        age = _age_seconds(top.created, ctx.now)
+    if jobset is not None and jobset_orphaned:
+        age = _age_seconds(jobset.created, ctx.now)
         if age is not None and age >= grace:
-            pods = tuple(p for p in lineage.pods if p.labels.get(lineage.chain.uid_label) == top.uid)
+            pods = tuple(p for p in lineage.pods if p.labels.get(lineage.chain.uid_label) == jobset.uid)
             gone = "no longer exists" if job is None else f"(uid {job.uid}) does not control it"
             reason = (
-                f"{top_link.kind} {top.name} was made for TrainJob {lineage.ref.name}, which {gone}; "
-                f"{top_link.kind} is {age:.0f}s old (grace {grace}s); deleting it (background) removes "
+                f"{jobset_kind.kind} {jobset.name} was made for TrainJob {lineage.ref.name}, which {gone}; "
+                f"{jobset_kind.kind} is {age:.0f}s old (grace {grace}s); deleting it (background) removes "
                 "its Jobs and pods"
             )
-            findings.append(Finding(top, Action.DELETE, reason, pods))
-    parent_uid = None if top is None or top.terminating else top.uid
-    for middle in lineage.middles:
-        if middle.labels.get(lineage.chain.name_label) != lineage.ref.name:
+            findings.append(Finding(jobset, Action.DELETE, reason, pods))
+    parent_uid = None if jobset is None or jobset.terminating else jobset.uid
+    for batch_job in lineage.batch_jobs:
+        if batch_job.labels.get(lineage.chain.name_label) != lineage.ref.name:
             continue
-        if top is not None and top_orphaned and lineage.owns(middle, top_link.kind, top.uid):
+        if jobset is not None and jobset_orphaned and lineage.owns(batch_job, jobset_kind.kind, jobset.uid):
             continue  # goes with its orphaned JobSet
-        if not _orphaned(middle, top_link.kind, parent_uid, lineage):
+        if not _orphaned(batch_job, jobset_kind.kind, parent_uid, lineage):
             continue
-        age = _age_seconds(middle.created, ctx.now)
+        age = _age_seconds(batch_job.created, ctx.now)
         if age is None or age < grace:
             continue
-        pods = tuple(p for p in lineage.pods if p.via is not None and p.via.uid == middle.uid)
+        pods = tuple(p for p in lineage.pods if p.batch_job is not None and p.batch_job.uid == batch_job.uid)
         reason = (
-            f"{middle_link.kind} {middle.name} was made by {top_link.kind} {lineage.ref.name} for a TrainJob, "
-            f"and no such {top_link.kind} controls it now; {age:.0f}s old (grace {grace}s); deleting it "
+            f"{batch_job_kind.kind} {batch_job.name} was made by {jobset_kind.kind} {lineage.ref.name} for a TrainJob, "
+            f"and no such {jobset_kind.kind} controls it now; {age:.0f}s old (grace {grace}s); deleting it "
             "(background) removes its pods"
         )
-        findings.append(Finding(middle, Action.DELETE, reason, pods))
+        findings.append(Finding(batch_job, Action.DELETE, reason, pods))
     return findings
 
 

@@ -16,7 +16,7 @@ def check(pod: Pod, node: Node | None, job: Job | None, ctx: Context) -> Finding
     limit = ctx.settings.stuck_terminating_seconds
     if limit is None or pod.job is None or pod.foreign_controller or not pod.terminating:
         return None
-    if pod.via is not None and pod.job.kind.chain is None:
+    if pod.batch_job is not None and pod.job.kind.chain is None:
         return None  # a launcher pod (MPIJob v2beta1): its batch Job is not proven the job's here
     if pod.deletion_due is None or pod.node is None:
         return None  # never scheduled: the API server itself removes such a pod

@@ -8,13 +8,13 @@ from podsweeper.rules.base import Context, Finding, RuleSpec
 
 
 def check(lineage: Lineage, ctx: Context) -> list[Finding]:
-    job, top = lineage.job, lineage.live_top
-    if job is None or top is None or job.finished or not top.unbounded_restart_actions:
+    job, jobset = lineage.job, lineage.live_jobset
+    if job is None or jobset is None or job.finished or not jobset.unbounded_restart_actions:
         return []
     if job.active_deadline_seconds is not None:
         return []  # the deadline ends it
     reason = (
-        f"its JobSet's failurePolicy uses {', '.join(top.unbounded_restart_actions)}: the failures "
+        f"its JobSet's failurePolicy uses {', '.join(jobset.unbounded_restart_actions)}: the failures "
         "those rules match restart the job without counting against maxRestarts, forever"
     )
     # A warning is about the TrainJob (the Event goes on it), like no-backoff-limit.

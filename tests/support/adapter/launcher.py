@@ -80,7 +80,7 @@ def _gvr(api_version: str, kind: str) -> dict:
     group, _, version = api_version.rpartition("/")
     if (group, kind) == ("", "Pod"):
         return {"Group": "", "Version": version, "Resource": "pods"}
-    found = kinds.lookup(api_version, kind) or kinds.link_lookup(api_version, kind)
+    found = kinds.lookup(api_version, kind) or kinds.intermediate_lookup(api_version, kind)
     if found is None:
         raise ValueError(
             f"{api_version} {kind} in the shipped ApiServerSource is neither a pod, a training kind "

@@ -1,4 +1,4 @@
-"""Reading the cluster's objects: jobs, pods, a chain's workloads, nodes, container logs.
+"""Reading the cluster's objects: jobs, pods, a chain's intermediates, nodes, container logs.
 
 Each answer goes through the same typed edge as event payloads (objects/), straight from the
 API's bytes; an object the edge cannot read is logged and left out, never half-understood.
@@ -14,12 +14,12 @@ from kubernetes.client.exceptions import ApiException
 from podsweeper import kinds
 from podsweeper.cluster.kube.calls import Calls, can_exist, can_label, log
 from podsweeper.errors import BadEvent
-from podsweeper.model import Job, JobRef, Node, NodeReady, Pod, Workload
+from podsweeper.model import Intermediate, Job, JobRef, Node, NodeReady, Pod
+from podsweeper.objects.intermediates import decode_intermediate
 from podsweeper.objects.jobs import decode_job
 from podsweeper.objects.nodes import decode_node
-from podsweeper.objects.pages import parse_job_page, parse_pod_page, parse_workload_page
+from podsweeper.objects.pages import parse_intermediate_page, parse_job_page, parse_pod_page
 from podsweeper.objects.pods import decode_pod
-from podsweeper.objects.workloads import decode_workload
 from podsweeper.ownership import CHAIN_POD_SELECTORS, TRAINING_POD_SELECTORS, job_pod_selectors
 
 
@@ -83,7 +83,9 @@ class Reads(Calls):
             log.warning("ignoring a node the API returned: %s", error)
             return Node(name, NodeReady.TRUE)
 
-    def get_workload(self, link: kinds.Link, namespace: str, name: str) -> Workload | None:
+    def get_intermediate(
+        self, link: kinds.IntermediateKind, namespace: str, name: str
+    ) -> Intermediate | None:
         if not can_exist(namespace, name):
             return None
         body = self._request(
@@ -95,11 +97,13 @@ class Reads(Calls):
             link.plural,
             name,
         )
-        return self._decoded(decode_workload, body)
+        return self._decoded(decode_intermediate, body)
 
-    def list_workloads(self, link: kinds.Link, namespace: str | None, selector: str) -> Iterator[Workload]:
+    def list_intermediates(
+        self, link: kinds.IntermediateKind, namespace: str | None, selector: str
+    ) -> Iterator[Intermediate]:
         yield from self._listed(
-            functools.partial(parse_workload_page, listed=link),
+            functools.partial(parse_intermediate_page, listed=link),
             f"list {link.plural} {selector}",
             namespace,
             self.custom.list_cluster_custom_object,

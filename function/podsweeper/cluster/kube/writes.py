@@ -37,7 +37,9 @@ class Writes(Calls):
             return Result.CONFLICT
         return Result.GONE if found is None else Result.DELETED
 
-    def delete_workload(self, link: kinds.Link, namespace: str, name: str, uid: str) -> Result:
+    def delete_intermediate(
+        self, link: kinds.IntermediateKind, namespace: str, name: str, uid: str
+    ) -> Result:
         # Background: the garbage collector removes what it controls (Jobs, pods) after it.
         body = {"propagationPolicy": "Background", "preconditions": {"uid": uid}}
         try:

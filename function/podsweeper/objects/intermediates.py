@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from podsweeper import kinds
 from podsweeper.errors import BadEvent
-from podsweeper.model import Workload
+from podsweeper.model import Intermediate
 from podsweeper.objects.base import JobStatus, ObjectMeta, Schema, finished_state, validate_json
 
 # JobSet failurePolicy actions that restart without counting against maxRestarts.
@@ -35,13 +35,13 @@ class ReplicatedJob(Schema):
     template: JobTemplate | None = None
 
 
-class WorkloadSpec(Schema):
+class IntermediateSpec(Schema):
     replicatedJobs: list[ReplicatedJob] | None = None
     failurePolicy: FailurePolicy | None = None
     suspend: bool | None = None
 
 
-class WorkloadObject(Schema):
+class IntermediateObject(Schema):
     """A JobSet or a batch Job: only what tells its place in a chain and its state.
 
     LIST items of built-in kinds (batch Jobs) carry no apiVersion/kind: the list names them."""
@@ -49,17 +49,17 @@ class WorkloadObject(Schema):
     apiVersion: str = ""
     kind: str = ""
     metadata: ObjectMeta
-    spec: WorkloadSpec | None = None
+    spec: IntermediateSpec | None = None
     status: JobStatus | None = None
 
 
-def workload_from(obj: WorkloadObject, listed: kinds.Link | None = None) -> Workload:
-    link = kinds.link_lookup(obj.apiVersion, obj.kind)
+def intermediate_from(obj: IntermediateObject, listed: kinds.IntermediateKind | None = None) -> Intermediate:
+    link = kinds.intermediate_lookup(obj.apiVersion, obj.kind)
     if link is None and listed is not None and not obj.apiVersion and not obj.kind:
         link = listed  # an item of a LIST of that kind
     if link is None:
         raise BadEvent(f"{obj.apiVersion}/{obj.kind} is not a JobSet or batch Job")
-    meta, spec = obj.metadata, obj.spec or WorkloadSpec()
+    meta, spec = obj.metadata, obj.spec or IntermediateSpec()
     labels = dict(meta.labels or {})
     template_labels: set[tuple[str, str]] = set()
     for rjob in spec.replicatedJobs or ():
@@ -72,7 +72,7 @@ def workload_from(obj: WorkloadObject, listed: kinds.Link | None = None) -> Work
             & UNBOUNDED_RESTART_ACTIONS
         )
     )
-    return Workload(
+    return Intermediate(
         link=link,
         namespace=meta.namespace,
         name=meta.name,
@@ -94,6 +94,6 @@ def workload_from(obj: WorkloadObject, listed: kinds.Link | None = None) -> Work
     )
 
 
-def decode_workload(body: bytes | str) -> Workload:
+def decode_intermediate(body: bytes | str) -> Intermediate:
     """A JobSet or batch Job from the JSON the API (or an event) sent."""
-    return workload_from(validate_json(WorkloadObject, body, "object"))
+    return intermediate_from(validate_json(IntermediateObject, body, "object"))
