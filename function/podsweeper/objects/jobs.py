@@ -104,12 +104,7 @@ def job_from(obj: JobObject) -> Job:
         finished, finished_at = None, None
     manager = launcher or kind  # a launcher's operator (the mpi-operator) manages the job itself
     return Job(
-        kind=kind,
-        namespace=obj.metadata.namespace,
-        name=obj.metadata.name,
-        uid=obj.metadata.uid,
-        api_version=obj.apiVersion,
-        opted_out=obj.metadata.opted_out(),
+        **_identity(kind, obj),
         finished=finished,
         finished_at=finished_at,
         suspended=suspended,
@@ -151,21 +146,29 @@ def _chained_job(kind: kinds.TrainingKind, obj: JobObject) -> Job:
         kind.manager,
     )
     return Job(
-        kind=kind,
-        namespace=obj.metadata.namespace,
-        name=obj.metadata.name,
-        uid=obj.metadata.uid,
-        api_version=obj.apiVersion,
-        opted_out=obj.metadata.opted_out(),
+        **_identity(kind, obj),
         finished=finished,
         finished_at=finished_at,
         suspended=suspended or spec.get("suspend") is True,
         active_deadline_seconds=deadline if isinstance(deadline, int) else None,
         failed_reason=failed_reason,
         declared_replicas=trainer.numNodes or 1,
-        created=obj.metadata.creationTimestamp,
         suspend_blocked=blocked,
     )
+
+
+def _identity(kind: kinds.TrainingKind, obj: JobObject) -> dict[str, Any]:
+    """What every job says about itself, whatever its kind."""
+    meta = obj.metadata
+    return {
+        "kind": kind,
+        "namespace": meta.namespace,
+        "name": meta.name,
+        "uid": meta.uid,
+        "api_version": obj.apiVersion,
+        "opted_out": meta.opted_out(),
+        "created": meta.creationTimestamp,
+    }
 
 
 def decode_job(body: bytes | str) -> Job:
