@@ -3,6 +3,10 @@
 A product feature, not a test double: it answers the pipeline's reads with the state the
 stream has shown so far, and applies podsweeper's own deletes so later events about a
 deleted pod are recognised and ignored.
+
+Over 300 lines, on purpose: it is one implementation of the whole Cluster protocol (reads,
+lists, deletes with preconditions, suspends, records, evidence) over one state, and splitting
+it by call would spread that state over several modules.
 """
 
 from __future__ import annotations
