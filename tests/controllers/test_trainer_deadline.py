@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
+import logging
 import time
 import uuid
 
@@ -235,7 +237,34 @@ def test_suspending_the_trainjob_does_not_stop_the_leftover(leftovers):
     assert k.trainjob(name)["spec"]["suspend"] is True and k.condition(k.trainjob(name), "Suspended")
 
 
-def test_podsweeper_deletes_the_leftover_jobset_and_nothing_comes_back(world, leftovers, monkeypatch, capsys):
+class DecisionLines(logging.Handler):
+    """The sweep's decision lines, wherever an earlier test pointed the decision log."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[dict] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(json.loads(record.getMessage()))
+
+    def about(self, name: str) -> list[dict]:
+        return [line for line in self.lines if line.get("name") == name]
+
+
+@pytest.fixture
+def decisions():
+    log = logging.getLogger("podsweeper.decisions")
+    handler, level = DecisionLines(), log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    yield handler
+    log.removeHandler(handler)
+    log.setLevel(level)
+
+
+def test_podsweeper_deletes_the_leftover_jobset_and_nothing_comes_back(
+    world, leftovers, monkeypatch, decisions
+):
     """Last in the module: the sweep acts on every leftover of the namespace still running."""
     from podsweeper.cli import main
 
@@ -244,15 +273,22 @@ def test_podsweeper_deletes_the_leftover_jobset_and_nothing_comes_back(world, le
     monkeypatch.setenv("PODSWEEPER_OPERATOR_GRACE_SECONDS", "5")  # the TrainJobs failed > 20 s ago
     argv = ["sweep", "--kubeconfig", str(world.control_plane.function_kubeconfig), "-n", k.ns]
     assert main([*argv, "--dry-run"]) == 0
-    out = capsys.readouterr().out
-    assert '"rule": "deadline-exceeded-jobset-running"' in out and '"result": "dry-run"' in out
+    (dry,) = decisions.about(name)
+    assert (dry["rule"], dry["kind"], dry["result"]) == (
+        "deadline-exceeded-jobset-running",
+        "JobSet",
+        "dry-run",
+    )
     _still_running(lo, name)
     assert len(lo.hook.deletes(name)) == 1  # Trainer's only: a dry-run sends none
     t0 = time.monotonic()
     assert main(argv) == 0
-    out = capsys.readouterr().out
-    decided = [line for line in out.splitlines() if f'"name": "{name}"' in line]
-    assert decided and all('"result": "deleted"' in line and '"kind": "JobSet"' in line for line in decided)
+    (_, done) = decisions.about(name)
+    assert (done["rule"], done["kind"], done["result"]) == (
+        "deadline-exceeded-jobset-running",
+        "JobSet",
+        "deleted",
+    )
     wait_for(
         f"{name}: JobSet, Job and pods gone",
         lambda: (
@@ -272,4 +308,4 @@ def test_podsweeper_deletes_the_leftover_jobset_and_nothing_comes_back(world, le
     _deadline_failed(lo, name)
     # A second sweep finds nothing more to do for it.
     assert main(argv) == 0
-    assert f'"name": "{name}"' not in capsys.readouterr().out
+    assert len(decisions.about(name)) == 2
