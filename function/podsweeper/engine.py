@@ -16,7 +16,7 @@ from podsweeper.decisions import Decision
 from podsweeper.lineage import Lineage
 from podsweeper.model import Intermediate, Job, JobRef, Node, Owner, Pod
 from podsweeper.ownership import controlled_by
-from podsweeper.rules import CHAIN_RULES, JOB_RULES, POD_RULES, STUCK_RULES, Context
+from podsweeper.rules import CHAIN_CHECKS, JOB_CHECKS, POD_CHECKS, STUCK_CHECKS, Context
 from podsweeper.rules.door import decide
 
 # Pods a finished job may have beyond what it declares: leftovers of restarts and re-creations.
@@ -109,13 +109,12 @@ def decide_pods(
         if owner is not None and owner.suspended:
             continue  # the operator removes a suspended job's pods itself
         # (a pod of an earlier job of the same name is an orphan, whatever the new job's state)
-        job_ref = owner.ref if owner is not None else pod.job
-        assert job_ref is not None, "a candidate pod always names its job"
-        for spec in POD_RULES:
-            assert spec.on_pod is not None
-            finding = spec.on_pod(pod, owner, ctx)
+        for spec, check in POD_CHECKS:
+            finding = check(pod, owner, ctx)
             if finding is None:
                 continue
+            job_ref = owner.ref if owner is not None else pod.job
+            assert job_ref is not None, "a candidate pod always names its job"
             if (decision := decide(spec, finding, job_ref, owner, settings)) is not None:
                 decisions.append(decision)
             break
@@ -130,11 +129,10 @@ def decide_job(
     one the pass is about, so only the new-job warnings are decided on it."""
     ctx = Context(now, settings)
     decisions = []
-    for spec in JOB_RULES:
+    for spec, check in JOB_CHECKS:
         if (spec.new_jobs_only and not new) or (replaced and not spec.new_jobs_only):
             continue
-        assert spec.on_job is not None
-        finding = spec.on_job(job, ctx)
+        finding = check(job, ctx)
         if finding is not None and (decision := decide(spec, finding, job.ref, job, settings)) is not None:
             decisions.append(decision)
     return decisions
@@ -145,11 +143,10 @@ def decide_chain(lineage: Lineage, now: datetime, settings: Settings, new: bool 
     `new`: the pass of a new JobSet (the warnings only a new one gets)."""
     ctx = Context(now, settings)
     decisions = []
-    for spec in CHAIN_RULES:
+    for spec, check in CHAIN_CHECKS:
         if spec.new_jobs_only and not new:
             continue
-        assert spec.on_chain is not None
-        for finding in spec.on_chain(lineage, ctx):
+        for finding in check(lineage, ctx):
             decision = decide(spec, finding, lineage.filed_under, lineage.job, settings)
             if decision is not None:
                 decisions.append(decision)
@@ -163,9 +160,8 @@ def decide_stuck(
     ctx = Context(now, settings)
     decisions = []
     job_ref = job.ref if job is not None else pod.job
-    for spec in STUCK_RULES:
-        assert spec.on_stuck is not None
-        finding = spec.on_stuck(pod, node, job, ctx)
+    for spec, check in STUCK_CHECKS:
+        finding = check(pod, node, job, ctx)
         decision = decide(spec, finding, job_ref, job, settings) if finding and job_ref else None
         if decision is not None:
             decisions.append(decision)
