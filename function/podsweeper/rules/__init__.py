@@ -52,32 +52,28 @@ def looking_at(looks: Looks) -> tuple[RuleSpec, ...]:
     return tuple(spec for spec in RULES if looks in spec.looks_at)
 
 
-POD_RULES = looking_at(Looks.POD)
-JOB_RULES = looking_at(Looks.JOB)
-CHAIN_RULES = looking_at(Looks.CHAIN)
-STUCK_RULES = looking_at(Looks.STUCK)
 # Each pass shape's (rule, check) pairs, resolved once: the sweep runs the pod checks for
 # every pod it lists.
-POD_CHECKS: tuple[tuple[RuleSpec, PodCheck], ...] = tuple((s, s.on_pod) for s in POD_RULES if s.on_pod)
-JOB_CHECKS: tuple[tuple[RuleSpec, JobCheck], ...] = tuple((s, s.on_job) for s in JOB_RULES if s.on_job)
+POD_CHECKS: tuple[tuple[RuleSpec, PodCheck], ...] = tuple(
+    (s, s.on_pod) for s in looking_at(Looks.POD) if s.on_pod
+)
+JOB_CHECKS: tuple[tuple[RuleSpec, JobCheck], ...] = tuple(
+    (s, s.on_job) for s in looking_at(Looks.JOB) if s.on_job
+)
 CHAIN_CHECKS: tuple[tuple[RuleSpec, ChainCheck], ...] = tuple(
-    (s, s.on_chain) for s in CHAIN_RULES if s.on_chain
+    (s, s.on_chain) for s in looking_at(Looks.CHAIN) if s.on_chain
 )
 STUCK_CHECKS: tuple[tuple[RuleSpec, StuckCheck], ...] = tuple(
-    (s, s.on_stuck) for s in STUCK_RULES if s.on_stuck
+    (s, s.on_stuck) for s in looking_at(Looks.STUCK) if s.on_stuck
 )
 
 __all__ = [
     "BY_RULE",
     "CHAIN_CHECKS",
-    "CHAIN_RULES",
     "JOB_CHECKS",
-    "JOB_RULES",
     "POD_CHECKS",
-    "POD_RULES",
     "RULES",
     "STUCK_CHECKS",
-    "STUCK_RULES",
     "Context",
     "Finding",
     "Looks",
