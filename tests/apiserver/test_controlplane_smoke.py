@@ -1,7 +1,7 @@
 """The test control plane is what the integration tests assume it is.
 
 A real API server, the real Kubeflow CRDs, and the function running with exactly the
-permissions knative/function-rbac.yaml grants: every call the function makes is allowed,
+permissions knative/function/rbac.yaml grants: every call the function makes is allowed,
 and nothing else is (checked with real requests and with SelfSubjectAccessReviews).
 """
 
@@ -195,7 +195,7 @@ def test_function_cannot_do_anything_else(admin_api, function_api, namespace):
     assert_forbidden(core.patch_namespace, namespace, label)
 
 
-# The function's user may do exactly what knative/function-rbac.yaml grants (facts.FUNCTION_RBAC,
+# The function's user may do exactly what knative/function/rbac.yaml grants (facts.FUNCTION_RBAC,
 # written out) and what Kubernetes grants every authenticated user (facts.EVERY_USER); asked
 # for every verb on those resources, and on resources no manifest names (facts.UNNAMED).
 EXPECTED = facts.merged(facts.FUNCTION_RBAC, facts.EVERY_USER)

@@ -1,7 +1,7 @@
 """Every Kubernetes call the function makes, against the real API server, as the function's user.
 
 The function's client authenticates as system:serviceaccount:podsweeper:podsweeper, bound
-to knative/function-rbac.yaml: a call the ClusterRole does not allow fails here.
+to knative/function/rbac.yaml: a call the ClusterRole does not allow fails here.
 """
 
 from __future__ import annotations

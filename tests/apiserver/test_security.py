@@ -5,7 +5,7 @@
 * The package never evaluates, executes, unpickles or shells out (an AST scan of function/).
 * Pods carry WANDB_API_KEY=secret-do-not-log (tests/fixtures/builders.py); no log line,
   decision, Kubernetes Event, HTTP answer or replay output of the function ever shows it.
-* The shipped RBAC (knative/function-rbac.yaml, and each opt-in overlay's): as the function's
+* The shipped RBAC (knative/function/rbac.yaml, and each opt-in overlay's): as the function's
   user, every verb on every resource the API server serves, by real requests and by access
   reviews, is allowed exactly where tests/fixtures/facts.py's literal table says, and refused
   (by the authorizer's 403) everywhere else; no answer shows a Secret's value.
@@ -485,7 +485,7 @@ LITERAL_KEYS = sorted(
     {*facts.FUNCTION_RBAC, *facts.SOURCE_RBAC, *facts.SUSPEND_RBAC, *facts.NODES_RBAC}
     | {*facts.EVERY_USER, *facts.UNNAMED}
 )
-# The base: knative/function-rbac.yaml, and what Kubernetes grants every authenticated user.
+# The base: knative/function/rbac.yaml, and what Kubernetes grants every authenticated user.
 BASE = facts.merged(facts.FUNCTION_RBAC, facts.EVERY_USER)
 # Not vacuous (kube-apiserver v1.36.3 with the training operator's, Trainer's and JobSet's
 # CRDs: 78 top-level resources at 25 group/versions, 70 of them deletable, 56 subresources;

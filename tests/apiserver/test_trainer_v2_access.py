@@ -1,6 +1,6 @@
 """Kubeflow Trainer v2 against the real API server, as the function's user: every call the
 function makes for a TrainJob's chain (TrainJob -> JobSet -> batch Job -> Pod) is allowed by
-knative/function-rbac.yaml, and what it must never do is refused.
+knative/function/rbac.yaml, and what it must never do is refused.
 
 The function's v2 calls (podsweeper/cluster/kube/): GET and LIST trainjobs, and PATCH one's
 spec.suspend (uid in the merge patch); GET and LIST jobsets (a namespace or all of them); LIST

@@ -10,7 +10,7 @@
 - Knative's own webhook logic (SetDefaults + Validate from the serving/eventing Go modules,
   tests/support/deploy/knativevalidate) accepts the Knative objects: no Knative webhook runs in the
   test cluster, so that is what rejects e.g. a reserved PORT variable or min-scale > max-scale;
-- knative/function-rbac.yaml grants exactly the API calls the function makes;
+- knative/function/rbac.yaml grants exactly the API calls the function makes;
 - the source watches, and each ClusterRole grants, exactly what tests/fixtures/facts.py writes
   out literally (never what podsweeper.kinds lists: a new kind or link in the package must not
   widen what these tests accept; tests/unit/test_facts.py holds the two tables together).
@@ -41,6 +41,8 @@ KUSTOMIZATIONS = (
     "knative/overlays/trainer-v2-only",
     "knative/overlays/crashloop-suspend",
     "knative/overlays/stuck-terminating",
+    "knative/overlays/without-serving",
+    "knative/overlays/live-without-serving",
 )
 # Each watch component appends one generation's entries to the source (knative/source/watch/).
 WATCH_COMPONENTS = ("training-operator", "mpijob-v1", "mpijob-v2beta1", "trainer-v2")
@@ -78,7 +80,7 @@ V2_WATCHES = [
 ]
 # Each RBAC manifest, and what its ClusterRole grants whom (tests/fixtures/facts.py).
 RBAC_MANIFESTS = {
-    "function-rbac.yaml": (facts.FUNCTION_RBAC, facts.FUNCTION_SUBJECT),
+    "function/rbac.yaml": (facts.FUNCTION_RBAC, facts.FUNCTION_SUBJECT),
     "source/rbac.yaml": (facts.SOURCE_RBAC, facts.SOURCE_SUBJECT),
     "overlays/crashloop-suspend/suspend-rbac.yaml": (facts.SUSPEND_RBAC, facts.FUNCTION_SUBJECT),
     "overlays/stuck-terminating/nodes-rbac.yaml": (facts.NODES_RBAC, facts.FUNCTION_SUBJECT),
@@ -152,7 +154,7 @@ def rendered() -> dict[str, list[dict]]:
 
 
 def test_function_clusterrole_grants_exactly_what_the_function_uses():
-    docs = [d for d in yaml.safe_load_all((KNATIVE / "function-rbac.yaml").read_text()) if d]
+    docs = [d for d in yaml.safe_load_all((KNATIVE / "function" / "rbac.yaml").read_text()) if d]
     role = one(docs, "ClusterRole")
     text = json.dumps(role["rules"])
     assert "*" not in text, "no wildcard in the function's ClusterRole"
@@ -552,7 +554,7 @@ def api(admin_api, rendered):
     api = Api(admin_api)
     # Dry-run creates in a namespace that does not exist are rejected (NamespaceLifecycle):
     # make sure the manifests' namespace really exists (the control-plane fixture normally
-    # created it already from function-rbac.yaml).
+    # created it already from function/rbac.yaml).
     namespace = one(rendered["knative"], "Namespace")
     status, data = api.apply(namespace, dry_run=False)
     assert status in (200, 201), data

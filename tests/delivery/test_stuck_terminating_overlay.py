@@ -43,7 +43,7 @@ def test_overlay_grants_get_on_nodes_and_nothing_else():
     assert binding["subjects"] == [FUNCTION_SUBJECT]
     # The base never grants it: the rule is off by default, and so is its power.
     base = one(
-        [d for d in yaml.safe_load_all((KNATIVE / "function-rbac.yaml").read_text()) if d], "ClusterRole"
+        [d for d in yaml.safe_load_all((KNATIVE / "function" / "rbac.yaml").read_text()) if d], "ClusterRole"
     )
     assert not any(resource == "nodes" for _, resource in rules_table(base))
 

@@ -137,7 +137,7 @@ def install_source_rbac(admin_api) -> None:
 
     from tests.support.controlplane.manifests import apply_manifest
 
-    try:  # knative/function-rbac.yaml creates it; do not depend on that here
+    try:  # knative/function/rbac.yaml creates it; do not depend on that here
         client.CoreV1Api(admin_api).create_namespace({"metadata": {"name": "podsweeper"}})
     except ApiException as error:
         if error.status != 409:

@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         "--function-kubeconfig", help="also write a kubeconfig for the function's ServiceAccount user here"
     )
     parser.add_argument("--no-crds", action="store_true", help="skip the Kubeflow training CRDs")
-    parser.add_argument("--no-rbac", action="store_true", help="skip knative/function-rbac.yaml")
+    parser.add_argument("--no-rbac", action="store_true", help="skip knative/function/rbac.yaml")
     args = parser.parse_args(argv)
 
     stop_on_signals()

@@ -62,7 +62,7 @@ USERS = {
     u.key: u
     for u in (
         User("admin", "podsweeper-test-admin", ("system:masters", "system:authenticated")),
-        # How the function authenticates in a cluster: knative/function-rbac.yaml binds it.
+        # How the function authenticates in a cluster: knative/function/rbac.yaml binds it.
         _service_account("podsweeper", "podsweeper", "function"),
         # For Knative's ApiServerSource receive adapter (e2e tests bind its RBAC themselves).
         _service_account("podsweeper", "podsweeper-source", "source"),

@@ -2,7 +2,7 @@
 
 The CRDs are the training operator's real ones, read from its Go module, so tests exercise
 the same schemas (defaulting, pruning, validation) as a production cluster. The RBAC is
-knative/function-rbac.yaml itself, so the integration tests check the manifest we ship.
+knative/function/rbac.yaml itself, so the integration tests check the manifest we ship.
 
 Objects are created through the Python kubernetes client with ``_preload_content=False``:
 the CRD schemas are ~600 KB each and turning the responses into client models is slow.
@@ -41,7 +41,7 @@ from tests.support.controlplane.versions import (
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-FUNCTION_RBAC = REPO_ROOT / "knative" / "function-rbac.yaml"
+FUNCTION_RBAC = REPO_ROOT / "knative" / "function" / "rbac.yaml"
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

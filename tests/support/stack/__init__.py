@@ -18,7 +18,7 @@ world its claims hold in):
           +---------------- GET job, LIST pods, DELETE pod, create Event ----------+
 
 - the control plane is tests/support/controlplane (etcd + kube-apiserver, Kubeflow CRDs, the
-  function's RBAC from knative/function-rbac.yaml);
+  function's RBAC from knative/function/rbac.yaml);
 - the function is served by tests/support/harness/served.py (the README's and Dockerfile's command)
   on a free port, as the ServiceAccount user podsweeper/podsweeper, configured through
   PODSWEEPER_* variables;
