@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 UNIT_STAMP := $(VENV)/.installed-unit
 FULL_STAMP := $(VENV)/.installed-full
 
-.PHONY: demo test lint unit replay apiserver controllers delivery bench dev fixtures mutants fresh clean
+.PHONY: demo test lint unit replay apiserver controllers delivery bench dev fixtures mutants fresh clean source-scale
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -71,6 +71,13 @@ bench: $(FULL_STAMP)
 ## A control plane + function + adapter watching namespace `dev`, to try podsweeper by hand.
 dev: $(FULL_STAMP)
 	$(PY) -m tests.support.stack --kubeconfig $(CURDIR)/out/dev.kubeconfig --namespace dev
+
+## Knative Eventing's ApiServerSource reconciler on 1,000 namespaces with the shipped source:
+## SubjectAccessReviews, reconcile time, the cost of one namespace (~15 min; not in CI).
+## Figures to out/source-scale.json; docs/deploy.md (Big clusters) quotes them.
+SCALE_NAMESPACES ?= 1000
+source-scale: $(FULL_STAMP)
+	$(PY) -m tests.support.knative.scale --namespaces $(SCALE_NAMESPACES) --output $(CURDIR)/out/source-scale.json
 
 ## Seeded bugs, each in a temporary copy against the suites it names: each must be caught
 ## by a FAILED test (writes docs/mutants.md).

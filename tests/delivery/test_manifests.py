@@ -30,6 +30,7 @@ import yaml
 
 from tests.fixtures import facts
 from tests.fixtures.facts import JOB_NAME_LABEL, JOBSET_NAME_LABEL
+from tests.support.kubectl import RawApi
 
 REPO = Path(__file__).resolve().parents[2]
 KNATIVE = REPO / "knative"
@@ -465,82 +466,6 @@ def test_kubectl_embedded_kustomize_renders_the_same(rendered, tmp_path):
 # --- against the real API server ----------------------------------------------------------
 
 
-class Api:
-    """Raw HTTP calls to the API server (discovery, server-side apply, reviews).
-
-    Plain requests with the ApiClient's host, CA and token: the kubernetes client's own
-    low-level call_api changed shape between the versions pyproject allows.
-    """
-
-    def __init__(self, api_client):
-        import requests
-
-        cfg = api_client.configuration
-        self.host = cfg.host.rstrip("/")
-        self.session = requests.Session()
-        # No REQUESTS_CA_BUNDLE / proxy from the environment: this is our own loopback server.
-        self.session.trust_env = False
-        self.verify = cfg.ssl_ca_cert or True
-        token = cfg.get_api_key_with_prefix("authorization") or cfg.get_api_key_with_prefix("BearerToken")
-        assert token, "expected a token-authenticated admin client"
-        self.session.headers["Authorization"] = token
-        self.session.headers["Accept"] = "application/json"
-        self._discovery: dict[str, dict] = {}
-
-    def call(self, method: str, path: str, query=None, body=None, content_type=None):
-        headers = {"Content-Type": content_type} if content_type else {}
-        resp = self.session.request(
-            method, self.host + path, params=query, data=body, headers=headers, verify=self.verify, timeout=30
-        )
-        return resp.status_code, resp.content
-
-    def resources(self, api_version: str) -> dict[str, dict]:
-        """Discovery for one group/version: kind -> APIResource (None if not served)."""
-        if api_version not in self._discovery:
-            path = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-            status, data = self.call("GET", path)
-            if status == 404:
-                return {}
-            assert status == 200, f"GET {path}: {status} {data!r}"
-            listing = json.loads(data)["resources"]
-            self._discovery[api_version] = {r["kind"]: r for r in listing if "/" not in r["name"]}
-        return self._discovery[api_version]
-
-    def path_of(self, obj: dict, named: bool = True) -> str:
-        api_version = obj["apiVersion"]
-        resource = self.resources(api_version).get(obj["kind"])
-        assert resource, f"{api_version} {obj['kind']} is not served by the API server"
-        prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-        if resource["namespaced"]:
-            prefix += f"/namespaces/{obj['metadata']['namespace']}"
-        path = f"{prefix}/{resource['name']}"
-        return f"{path}/{obj['metadata']['name']}" if named else path
-
-    def create(self, obj: dict, dry_run: bool = True) -> tuple[int, bytes]:
-        """POST with strict field validation: unknown fields anywhere are errors.
-
-        (Server-side apply alone does not catch every unknown field: inside an atomic list,
-        e.g. ApiServerSource spec.resources[], it prunes them silently.)
-        A 409 AlreadyExists comes after decoding, admission and validation, so it too means
-        the object is valid.
-        """
-        query = [("fieldManager", FIELD_MANAGER), ("fieldValidation", "Strict")]
-        if dry_run:
-            query.append(("dryRun", "All"))
-        return self.call("POST", self.path_of(obj, named=False), query, json.dumps(obj), "application/json")
-
-    def apply(self, obj: dict, dry_run: bool = True) -> tuple[int, bytes]:
-        """Server-side apply (as `kubectl apply --server-side [--dry-run=server]`)."""
-        query = [("fieldManager", FIELD_MANAGER), ("fieldValidation", "Strict"), ("force", "true")]
-        if dry_run:
-            query.append(("dryRun", "All"))
-        return self.call("PATCH", self.path_of(obj), query, json.dumps(obj), "application/apply-patch+yaml")
-
-    def delete(self, obj: dict) -> None:
-        status, data = self.call("DELETE", self.path_of(obj))
-        assert status in (200, 202, 404), f"DELETE {self.path_of(obj)}: {status} {data!r}"
-
-
 @pytest.fixture(scope="module")
 def api(admin_api, rendered):
     """Admin access to a control plane with the Knative CRDs our manifests use installed."""
@@ -551,7 +476,7 @@ def api(admin_api, rendered):
     crds = crds_for(objects, knative_crds())
     assert {c["spec"]["names"]["kind"] for c in crds} == {"Service", "ApiServerSource", "PingSource"}
     install_crds(admin_api, crds, timeout=60)
-    api = Api(admin_api)
+    api = RawApi(admin_api, FIELD_MANAGER)
     # Dry-run creates in a namespace that does not exist are rejected (NamespaceLifecycle):
     # make sure the manifests' namespace really exists (the control-plane fixture normally
     # created it already from function/rbac.yaml).

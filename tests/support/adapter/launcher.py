@@ -160,15 +160,19 @@ class ReceiveAdapter:
         config: dict,
         sink: str,
         *,
-        sink_timeout: int = 10,
+        sink_timeout: int | None = None,
         name: str = "podsweeper",
         log=sys.stderr,
         workdir: Path | None = None,
         ready_timeout: float = 60.0,
+        container_env: dict[str, str] | None = None,
     ):
         self.kubeconfig = Path(kubeconfig)
         self.config = config
         self.sink = sink
+        # The env of a container the eventing controller generated (tests/support/knative):
+        # used as it is, instead of the one start() derives from the shipped manifest.
+        self.container_env = container_env
         self.sink_timeout = sink_timeout
         self.name = name
         self.log = log
@@ -195,23 +199,38 @@ class ReceiveAdapter:
         for res in self.config["resources"]:
             gvr = res["gvr"]
             gv = f"{gvr['Group']}/{gvr['Version']}" if gvr["Group"] else f"/{gvr['Version']}"
+            if self.config.get("allNamespaces"):  # one cluster-wide reflector, named by its GVR
+                names[f"{gv}, Resource={gvr['Resource']}"] += 1
+                continue
             for namespace in self.config["namespaces"]:
                 names[f"{gv}, Resource={gvr['Resource']}/{namespace}"] += 1
         return names
 
-    def start(self) -> ReceiveAdapter:
-        binary = ensure_built(RECEIVE_ADAPTER, log=self.log)
-        started = time.monotonic()
+    def environment(self) -> dict[str, str]:
+        if self.container_env is not None:
+            # A pod's own ports: pprof on a free one (all pods share this host's network).
+            return {**os.environ, **self.container_env, "PROFILING_PORT": str(free_port())}
+        # What the eventing controller sets on the adapter it generates (the env
+        # tests/controllers/test_knative_eventing.py reads off that Deployment), minus its
+        # logging and observability JSON (defaults either way). It sets no K_SINK_TIMEOUT: a
+        # send waits as long as the function takes, which bounds itself (10 s).
         env = {
             **os.environ,
             "NAME": self.name,
-            "SYSTEM_NAMESPACE": "podsweeper",  # any non-empty value, else it panics
-            "NAMESPACE": "podsweeper",  # where the ApiServerSource object would live
+            "SYSTEM_NAMESPACE": "knative-eventing",
+            "NAMESPACE": "podsweeper",  # where the ApiServerSource object lives
             "K_SINK": self.sink,
-            "K_SINK_TIMEOUT": str(self.sink_timeout),
             "K_SOURCE_CONFIG": json.dumps(self.config),
             "PROFILING_PORT": str(free_port()),
         }
+        if self.sink_timeout is not None:  # the bench bounds its sends
+            env["K_SINK_TIMEOUT"] = str(self.sink_timeout)
+        return env
+
+    def start(self) -> ReceiveAdapter:
+        binary = ensure_built(RECEIVE_ADAPTER, log=self.log)
+        started = time.monotonic()
+        env = self.environment()
         env.pop("KUBECONFIG", None)  # only --kubeconfig: never the caller's admin credentials
         argv = [str(binary), f"--kubeconfig={self.kubeconfig}", "-v=2"]
         self.workdir.mkdir(parents=True, exist_ok=True)

@@ -248,14 +248,17 @@ def remove_pingsource(admin_api, source: dict | None = None, timeout: float = 10
 # -- the process ---------------------------------------------------------------------------------
 
 
-def impersonating_kubeconfig(control_plane, path: Path) -> Path:
-    """The admin kubeconfig, impersonating mtping's ServiceAccount (see the module doc)."""
+def impersonating_kubeconfig(
+    control_plane, path: Path, namespace: str = SYSTEM_NAMESPACE, service_account: str = SERVICE_ACCOUNT
+) -> Path:
+    """The admin kubeconfig, impersonating a ServiceAccount (by default mtping's; see the
+    module doc): every request is authorized as that ServiceAccount, as in a pod."""
     config = control_plane.kubeconfig_dict("admin")
     for entry in config["users"]:
-        entry["user"]["as"] = f"system:serviceaccount:{SYSTEM_NAMESPACE}:{SERVICE_ACCOUNT}"
+        entry["user"]["as"] = f"system:serviceaccount:{namespace}:{service_account}"
         entry["user"]["as-groups"] = [
             "system:serviceaccounts",
-            f"system:serviceaccounts:{SYSTEM_NAMESPACE}",
+            f"system:serviceaccounts:{namespace}",
             "system:authenticated",
         ]
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -287,8 +290,15 @@ class PingDispatcher:
         workdir: Path | None = None,
         ready_timeout: float = 60.0,
         sink_timeout: int = 10,
+        container_env: dict[str, str] | None = None,
+        kubeconfig: Path | None = None,
     ):
         self.cp = control_plane
+        # The env of the pingsource-mt-adapter container as the PingSource reconciler filled it
+        # in (tests/support/knative), with the kubeconfig of its ServiceAccount: used as they are
+        # instead of the ones start() sets up.
+        self.container_env = container_env
+        self.kubeconfig = kubeconfig
         self.log = log
         self.ready_timeout = ready_timeout
         self.sink_timeout = sink_timeout
@@ -305,22 +315,26 @@ class PingDispatcher:
 
     def start(self) -> PingDispatcher:
         binary = ensure_built(MTPING, log=self.log)
-        admin_api = self.cp.api_client("admin")
-        try:
-            install_system(admin_api)
-        finally:
-            admin_api.close()
-        kubeconfig = impersonating_kubeconfig(self.cp, self.workdir / "kubeconfig-mtping")
+        if self.container_env is not None and self.kubeconfig is not None:
+            kubeconfig = self.kubeconfig
+            env = {**os.environ, **self.container_env, "PROFILING_PORT": str(free_port())}
+        else:
+            admin_api = self.cp.api_client("admin")
+            try:
+                install_system(admin_api)
+            finally:
+                admin_api.close()
+            kubeconfig = impersonating_kubeconfig(self.cp, self.workdir / "kubeconfig-mtping")
+            env = {
+                **os.environ,
+                "SYSTEM_NAMESPACE": SYSTEM_NAMESPACE,
+                "NAMESPACE": SYSTEM_NAMESPACE,
+                "POD_NAME": "mtping-test",
+                "K_NO_SHUTDOWN_AFTER": "59",
+                "K_SINK_TIMEOUT": str(self.sink_timeout),
+                "PROFILING_PORT": str(free_port()),
+            }
         started = time.monotonic()
-        env = {
-            **os.environ,
-            "SYSTEM_NAMESPACE": SYSTEM_NAMESPACE,
-            "NAMESPACE": SYSTEM_NAMESPACE,
-            "POD_NAME": "mtping-test",
-            "K_NO_SHUTDOWN_AFTER": "59",
-            "K_SINK_TIMEOUT": str(self.sink_timeout),
-            "PROFILING_PORT": str(free_port()),
-        }
         env.pop("KUBECONFIG", None)  # only --kubeconfig: never the caller's credentials
         self.workdir.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("wb") as out:

@@ -17,13 +17,28 @@ operator does the rest:
     kubectl get pytorchjobs,pods,services,events -w
     podsweeper record -n demo --out demo.jsonl  # the events the adapter sends, as a file
 
+`--world trainer` adds JobSet and Kubeflow Trainer v2 (TrainJobs), `--world volcano` runs the
+operator gang-scheduling with Volcano, `--world mpi-operator` serves MPIJob v2beta1 from the
+standalone mpi-operator instead of the training operator's v1: the world profiles the tests
+use (tests/support/world/README.md).
+
 `--world players` has no controller at all (what the older e2e tests use): create the job's
 pods yourself and write statuses through the status subresources (tests/support/stack/players.py).
+
+`--eventing` installs podsweeper as a user does instead: Knative Eventing's real controller
+reconciles the kustomize render of `--install` (default knative/overlays/without-serving,
+then knative/overlays/live-without-serving with `--live`), and the function, the receive
+adapter and the PingSource dispatcher run as the pods those controllers generated
+(tests/support/knative). The function then acts in every namespace the install allows:
+
+    python -m tests.support.stack --kubeconfig /tmp/ps.kubeconfig --eventing --live &
+    kubectl -n podsweeper get apiserversource,pingsource,deployments,pods
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -53,9 +68,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--world",
-        choices=("real", "players"),
+        choices=("real", "trainer", "volcano", "mpi-operator", "players"),
         default="real",
-        help="real: the training operator, GC, scheduler and kwok nodes (default); players: none",
+        help="real: the training operator, GC, scheduler and kwok nodes (default); trainer, volcano, "
+        "mpi-operator: real plus that profile; players: no controller",
+    )
+    parser.add_argument(
+        "--eventing",
+        action="store_true",
+        help="install as a user does, reconciled by Knative Eventing's real controller (not with players)",
+    )
+    parser.add_argument(
+        "--install",
+        default="knative/overlays/without-serving",
+        help="with --eventing: the kustomization to apply (default: knative/overlays/without-serving)",
+    )
+    parser.add_argument(
+        "--live",
+        action="store_true",
+        help="with --eventing: apply knative/overlays/live-without-serving too (the function deletes)",
     )
     parser.add_argument(
         "--mode",
@@ -84,10 +115,20 @@ def main(argv: list[str] | None = None) -> int:
     from tests.support.stack import Stack, StackError
     from tests.support.world.launcher import WorldError
 
+    if args.eventing and args.world == "players":
+        parser.error("--eventing needs a world with a controller manager (not players)")
+    if args.eventing:
+        return _eventing(args)
     stack = None
     try:
-        with ControlPlane(log=sys.stderr) as cp:
-            stack = Stack(cp, args.namespace, world=args.world, mode=args.mode, function_env=dict(args.env))
+        with ControlPlane(log=sys.stderr) as cp, contextlib.ExitStack() as profile:
+            # real and players: the stack makes its own; a profile's world is ours to stop.
+            world = (
+                args.world
+                if args.world in ("real", "players")
+                else profile.enter_context(_world(cp, args.world))
+            )
+            stack = Stack(cp, args.namespace, world=world, mode=args.mode, function_env=dict(args.env))
             with stack:
                 Path(args.kubeconfig).parent.mkdir(parents=True, exist_ok=True)
                 cp.write_kubeconfig(args.kubeconfig, "admin", namespace=args.namespace)
@@ -119,6 +160,53 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stack: error: {error}", file=sys.stderr, flush=True)
         if stack is not None:
             print(f"stack: logs kept in {stack.workdir}", file=sys.stderr, flush=True)
+        return 1
+
+
+def _world(cp, profile: str):
+    from tests.support.world.launcher import World
+
+    options = {
+        "trainer": {"trainer": True},
+        "volcano": {"volcano": True},
+        "mpi-operator": {"mpi_operator": True},
+    }
+    return World(cp, log=sys.stderr, **options.get(profile, {}))
+
+
+def _eventing(args) -> int:
+    """--eventing: the world, Eventing's controller, and the install applied as a user would."""
+    from tests.support.controlplane.launcher import ControlPlane, ControlPlaneError
+    from tests.support.knative.eventing import Eventing, EventingError
+    from tests.support.kubectl import ApplyError
+    from tests.support.tools.kustomize import render
+    from tests.support.world.launcher import WorldError
+
+    root = Path(__file__).resolve().parents[3]
+    try:
+        with ControlPlane(log=sys.stderr) as cp, _world(cp, args.world) as world, Eventing(world) as eventing:
+            eventing.install(render(root / args.install))
+            if args.live:
+                eventing.install(render(root / "knative" / "overlays" / "live-without-serving"))
+            Path(args.kubeconfig).parent.mkdir(parents=True, exist_ok=True)
+            cp.write_kubeconfig(args.kubeconfig, "admin", namespace="podsweeper")
+            print(
+                f"stack: admin kubeconfig {args.kubeconfig}; {args.install} applied"
+                + (" and live" if args.live else " (dry-run)")
+                + f"; controller log {eventing.log_path}; pods' logs under {eventing.kubelet.workdir}",
+                file=sys.stderr,
+                flush=True,
+            )
+            print("READY", flush=True)
+            while True:
+                eventing.check_alive()
+                world.check_alive()
+                time.sleep(0.5)
+    except StopSignal:
+        print("stack: stopped", file=sys.stderr, flush=True)
+        return 0
+    except (ControlPlaneError, EventingError, ApplyError, WorldError) as error:
+        print(f"stack: error: {error}", file=sys.stderr, flush=True)
         return 1
 
 

@@ -57,6 +57,11 @@ KCM_CONTROLLERS = (
     "replicaset-controller",
     "namespace-controller",
     "serviceaccount-controller",
+    # Knative's own installs (tests/support/knative): the receive adapter and PingSource
+    # dispatcher are Deployments whose Available condition the sources' Ready needs, and
+    # Eventing's addressable-resolver ClusterRole is an aggregated one.
+    "deployment-controller",
+    "clusterrole-aggregation-controller",
 )
 # What `kubectl logs` shows for every simulated container (CRI log format, as kwok reads it).
 CONTAINER_LOG = "".join(

@@ -1,0 +1,1 @@
+"""Knative's real controllers (Eventing, Serving) run out of cluster on the test world."""
