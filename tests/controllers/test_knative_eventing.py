@@ -242,3 +242,42 @@ def test_d_a_pingsource_tick_reaches_a_replica_and_sweeps(eventing):
         return total
 
     assert wait_for("a replica counted the ping", sweeps, timeout=30) >= 1
+
+
+def test_e_a_new_namespace_rolls_the_adapter(eventing):
+    """With `namespaceSelector: {}` the adapter's K_SOURCE_CONFIG lists every namespace, so a
+    namespace created anywhere changes the generated Deployment: the adapter is replaced and
+    its new watches list everything again (an `add` per object). What the shipped default
+    costs on a cluster with namespace churn (docs/deploy.md, Big clusters)."""
+    from kubernetes import client
+
+    from tests.support.knative.eventing import RECEIVE_ADAPTER_IMAGE
+
+    (before,) = adapter_deployments(eventing)
+    (old,) = eventing.kubelet.wait_running(RECEIVE_ADAPTER_IMAGE)
+    client.CoreV1Api(eventing.admin).create_namespace({"metadata": {"name": "team-new"}})
+    wait_for(
+        "the new namespace in status.namespaces",
+        lambda: (
+            "team-new" in (eventing.source("ApiServerSource", "podsweeper") or {})["status"]["namespaces"]
+        ),
+        timeout=60,
+    )
+    (after,) = wait_for(
+        "the adapter Deployment updated",
+        lambda: [
+            d
+            for d in adapter_deployments(eventing)
+            if d["metadata"]["generation"] > before["metadata"]["generation"]
+        ],
+        timeout=30,
+    )
+    config = {e["name"]: e.get("value") for e in after["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert "team-new" in json.loads(config["K_SOURCE_CONFIG"])["namespaces"]
+    new = wait_for(
+        "a new adapter pod running",
+        lambda: [c for c in eventing.kubelet.running(RECEIVE_ADAPTER_IMAGE) if c.pod != old.pod],
+        timeout=60,
+    )
+    wait_for("the old adapter stopped", lambda: not old.process.alive(), timeout=30)
+    say(f"namespace created: adapter {old.pod} replaced by {new[0].pod}")
