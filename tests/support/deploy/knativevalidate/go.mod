@@ -1,5 +1,6 @@
 // Knative's admission logic for tests/deploy (see main.go). Versions = the Knative 1.22 CRDs
-// the tests install (tests/deploy/knative_crds.py).
+// the tests install (tests/deploy/knative_crds.py). The tools: Knative Serving's controller,
+// autoscaler and webhook, which tests/support/knative/serving.py builds and runs.
 module podsweeper.test/knativevalidate
 
 go 1.25.0

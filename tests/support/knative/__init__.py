@@ -1,0 +1,1 @@
+"""Knative's real components, run out of cluster for the tests."""
