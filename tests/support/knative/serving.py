@@ -328,6 +328,7 @@ class _Forwarder:
                 conn, _ = self.listener.accept()
             except OSError:
                 return
+            conn.settimeout(None)
             try:
                 upstream = self.dial()
             except OSError:
@@ -410,9 +411,7 @@ class NetNamespace:
             return _listen(port)
 
         listener = _in_thread(listen_inside)
-        self.forwarders.append(
-            _Forwarder(listener, lambda: socket.create_connection(("127.0.0.1", port), 10))
-        )
+        self.forwarders.append(_Forwarder(listener, lambda: _dial(port)))
 
     def forward_in(self, port: int) -> int:
         outside = free_port()
@@ -474,7 +473,9 @@ class _Process:
             )
 
     def stop(self) -> None:
-        stop_group(self.proc, timeout=5.0)
+        # The webhook drains for seconds after SIGTERM (a pod's grace for in-flight admission
+        # calls); out of cluster nothing is in flight once its configurations are deleted.
+        stop_group(self.proc, timeout=1.0 if self.name == "webhook" else 5.0)
         self.netns.close()
 
 
