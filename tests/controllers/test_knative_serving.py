@@ -344,8 +344,8 @@ def test_conditions_reached(serving):
         == "istio.ingress.networking.knative.dev"
     )
     assert [rule["visibility"] for rule in ingress["spec"]["rules"]] == ["ClusterLocal"]
-    # The SKS keeps the activator in the request path (Proxy): with containerConcurrency 10 the
-    # default target-burst-capacity (200) always exceeds what one replica can absorb.
+    # The SKS keeps the activator in the request path (Proxy): the excess burst capacity is
+    # 1 pod x containerConcurrency 10 - the default target-burst-capacity 211 < 0.
     sks = get(serving, f"{NETWORKING}/serverlessservices/podsweeper-00001")
     assert sks["spec"]["mode"] == "Proxy"
     private = get(serving, f"/api/v1/namespaces/{NS}/endpoints/podsweeper-00001-private")
