@@ -28,6 +28,7 @@ tests/support/knative/SERVING.md has the findings.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import sys
@@ -84,10 +85,15 @@ def conditions(obj: dict | None) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def serving():
+def serving(pytestconfig):
     """World + Serving, the base render applied. timings: seconds per phase (printed at the end)."""
     from tests.support.world.launcher import World
 
+    if not all(b.path.exists() for b in ks.BINARIES.values()):
+        # A cold build of the controller takes minutes: show its progress instead of a silent pause.
+        capman = pytestconfig.pluginmanager.getplugin("capturemanager")
+        with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
+            ks.build_all(log=sys.stderr)
     t0 = time.monotonic()
     with (
         World(extra_controllers=ks.KCM_CONTROLLERS, log=sys.stderr) as world,
