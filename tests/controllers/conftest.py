@@ -16,8 +16,8 @@ printed. A function, adapter or world part that died during the test fails its t
 Each scenario reports the time from the job's terminal status write to the last pod gone;
 the table is printed at the end of the run (it is measured, never asserted).
 
-The world tests (test_world.py, test_trainer_world.py, test_mpi_world.py, test_volcano_world.py)
-start their own World per module and use none of these; the live dashboard test
+The world tests (test_world.py, test_trainer_world.py, test_mpi_world.py, test_volcano_world.py,
+test_knative_serving.py) start their own World per module and use none of these; the live dashboard test
 (test_monitoring_live.py) uses `make_stack` and the Prometheus built for it (`prometheus_binary`).
 """
 

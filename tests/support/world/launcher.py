@@ -124,10 +124,14 @@ class World:
         trainer: bool = False,
         volcano: bool = False,
         mpi_operator: bool = False,
+        extra_controllers: tuple[str, ...] = (),
         log=sys.stderr,
         ready_timeout: float = 90.0,
     ):
         self.control_plane = control_plane
+        # More kube-controller-manager controllers than KCM_CONTROLLERS, e.g. Knative Serving's
+        # ("deployment-controller", "endpoints-controller"; tests/support/knative/serving.py).
+        self.kcm_controllers = (*KCM_CONTROLLERS, *(c for c in extra_controllers if c not in KCM_CONTROLLERS))
         self._own_control_plane = control_plane is None
         self.nodes = [f"kwok-node-{i}" for i in range(nodes)]
         self.gpus_per_node = gpus_per_node
@@ -240,7 +244,7 @@ class World:
                 f"--kubeconfig={kubeconfig}",
                 "--secure-port=0",
                 "--leader-elect=false",
-                f"--controllers={','.join(KCM_CONTROLLERS)}",
+                f"--controllers={','.join(self.kcm_controllers)}",
                 "--use-service-account-credentials=false",
             ],
         )

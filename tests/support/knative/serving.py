@@ -1,0 +1,730 @@
+"""Knative Serving's real controllers, out of cluster, on the test control plane.
+
+Three binaries of knative.dev/serving (SERVING_VERSION), `tool`s of the Go module
+tests/support/deploy/knativevalidate (so they share its module graph and Go build cache), built
+with tests.support.controlplane.build.ensure_built into ``~/.cache/podsweeper/<name>-<version>/``:
+
+- ``cmd/controller``: Service -> Configuration -> Revision -> Deployment, Route, SKS, ...;
+- ``cmd/autoscaler``: the KPA (PodAutoscaler) and Metric reconcilers;
+- ``cmd/webhook``: the defaulting/validating admission webhooks and the ConfigMap validation.
+
+What they need outside a cluster, all read from the Go module cache (the module wins over any
+copy of ours): the CRDs of serving (``config/core/300-resources``), knative.dev/networking
+(Certificate, Ingress, ServerlessService, ClusterDomainClaim) and knative.dev/caching (Image);
+the ConfigMaps of ``config/core/configmaps`` and networking's ``config-network``, with
+``config-deployment`` given a ``queue-sidecar-image`` (the shipped one is a ``ko://``
+placeholder) and ``registries-skipping-tag-resolving`` (tag-to-digest resolution would contact
+a registry, and none is reachable); the environment of their Deployments in
+``config/core/deployments`` (``POD_NAME``, ``SYSTEM_NAMESPACE``, ``CONFIG_LOGGING_NAME``,
+``CONFIG_OBSERVABILITY_NAME``; the autoscaler's ``POD_IP``, the webhook's ``WEBHOOK_NAME`` and
+``WEBHOOK_PORT``).
+
+**One network namespace each.** All three bind fixed ports on every interface, as in their
+pods: the controller's health probes ``:8080`` (a const in knative.dev/pkg), the autoscaler's
+stats server ``:8080`` (a const in its main.go), profiling ``:8008``, the webhook ``:8443``.
+Two of them on one host cannot both start (the second exits when its bind fails), nor beside
+anything else of the machine on 8080. So each runs in a network namespace of its own
+(``unshare --net``, then ``nsenter``), like a pod; a forwarder thread of this process listens on
+``127.0.0.1:<API server port>`` *inside* each namespace and connects to the API server outside,
+so the kubeconfig is unchanged. Needs root (CAP_SYS_ADMIN) and util-linux's unshare/nsenter.
+
+**The webhook.** Knative's webhook configurations (``config/core/webhooks``) name Service
+``webhook`` of ``knative-serving``. The API server reaches a webhook Service at its ClusterIP
+(no ``--enable-aggregator-routing``, so Endpoints are never used), and nothing routes
+ClusterIPs here; but for a Service of type ExternalName it dials ``<externalName>:<port>``.
+So the Service is ExternalName ``127.0.0.1``, each webhook's ``clientConfig.service.port`` a
+free port where a forwarder listens and passes the connection to ``:8443`` in the webhook's
+namespace. TLS is checked against ``webhook.knative-serving.svc``, the name the webhook's own
+certificates controller puts in the Secret ``webhook-certs`` it fills. ``webhook=False`` runs
+without it: the reconcilers then apply the defaults in memory (nothing is defaulted in etcd).
+
+    with KnativeServing(world.control_plane) as serving:
+        ...  # apply a serving.knative.dev/v1 Service
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import functools
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import requests
+import yaml
+
+from tests.support.controlplane.build import GoBinary, ensure_built
+from tests.support.harness.ports import free_port
+from tests.support.harness.processes import die_with_parent, stop_group
+
+HERE = Path(__file__).parent
+GOMOD = HERE.parent / "deploy" / "knativevalidate"
+SERVING_MODULE = "knative.dev/serving"
+SERVING_VERSION = "v0.49.1"  # Knative 1.22; the version knativevalidate's go.mod requires
+SYSTEM_NAMESPACE = "knative-serving"
+FIELD_MANAGER = "podsweeper-tests"
+
+CONTROLLER = GoBinary(
+    "knative-serving-controller", SERVING_VERSION, f"{SERVING_MODULE}/cmd/controller", GOMOD
+)
+AUTOSCALER = GoBinary(
+    "knative-serving-autoscaler", SERVING_VERSION, f"{SERVING_MODULE}/cmd/autoscaler", GOMOD
+)
+WEBHOOK = GoBinary("knative-serving-webhook", SERVING_VERSION, f"{SERVING_MODULE}/cmd/webhook", GOMOD)
+BINARIES = {"controller": CONTROLLER, "autoscaler": AUTOSCALER, "webhook": WEBHOOK}
+
+# No container runs here, so no image is ever pulled: a name is all the Deployment needs. ko.local
+# is in Knative's own example list of registries that skip tag resolution.
+QUEUE_SIDECAR_IMAGE = "ko.local/knative.dev/serving/cmd/queue:" + SERVING_VERSION
+# The shipped image's registry first: resolving ghcr.io/podsweeper/podsweeper:0.1.0 to a digest
+# would need the registry.
+SKIP_TAG_RESOLVING = "ghcr.io,ko.local,kind.local,dev.local"
+# kube-controller-manager controllers Serving needs beyond the world's: Deployment -> ReplicaSet,
+# and the Endpoints of the revision's private Service that the SKS reconciler reads.
+KCM_CONTROLLERS = ("deployment-controller", "endpoints-controller")
+# Each component's "pod IP", on the loopback of its network namespace (kwok's pods get 10.244/16).
+POD_IPS = {"controller": "10.255.0.1", "autoscaler": "10.255.0.2", "webhook": "10.255.0.3"}
+WEBHOOK_PORT = 8443  # as in config/core/deployments/webhook.yaml, inside its namespace
+
+CLONE_NEWNET = 0x40000000
+
+
+class ServingError(RuntimeError):
+    """A Serving component could not be built, installed, started, or died; carries log tails."""
+
+
+# -- module files ----------------------------------------------------------------------------
+
+
+@functools.cache
+def module_dir(package: str) -> Path:
+    """The module-cache directory of the module providing `package`, at the version knativevalidate's
+    go.mod selects. (`go list` of a package, not `go mod download`: the proxy answers 403 for the
+    .info of knative.dev/caching's pseudo-version although it serves its .mod and .zip.)"""
+    go = shutil.which("go")
+    if go is None:
+        raise ServingError("go is not on PATH: needed to find Knative's modules")
+    proc = subprocess.run(
+        [go, "list", "-f", "{{.Module.Dir}}", package],
+        cwd=GOMOD,
+        env={**os.environ, "GOFLAGS": "-mod=readonly"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise ServingError(f"go list {package} (in {GOMOD}) failed:\n{proc.stderr}")
+    return Path(proc.stdout.strip())
+
+
+def _load(path: Path) -> list[dict]:
+    with path.open() as f:
+        return [doc for doc in yaml.safe_load_all(f) if doc]
+
+
+def crds() -> list[dict]:
+    """Serving's, networking's and caching's CRDs, from their modules."""
+    serving = module_dir(f"{SERVING_MODULE}/pkg/apis/serving/v1")
+    networking = module_dir("knative.dev/networking/pkg/apis/networking/v1alpha1")
+    caching = module_dir("knative.dev/caching/pkg/apis/caching/v1alpha1")
+    paths = [
+        *sorted((serving / "config/core/300-resources").glob("*.yaml")),
+        *(
+            networking / "config" / f"{name}.yaml"
+            for name in ("certificate", "ingress", "serverlessservice", "domain-claim")
+        ),
+        caching / "config/image.yaml",
+    ]
+    found = [doc for path in paths for doc in _load(path) if doc.get("kind") == "CustomResourceDefinition"]
+    if len(found) < 11:
+        raise ServingError(f"expected 11 CRDs in {paths}, found {[c['metadata']['name'] for c in found]}")
+    return found
+
+
+def configmaps() -> list[dict]:
+    """config/core/configmaps/*.yaml and networking's config-network, as shipped, but for
+    config-deployment's queue-sidecar-image and registries-skipping-tag-resolving."""
+    serving = module_dir(f"{SERVING_MODULE}/pkg/apis/serving/v1")
+    networking = module_dir("knative.dev/networking/pkg/apis/networking/v1alpha1")
+    maps = [
+        doc
+        for path in [
+            *sorted((serving / "config/core/configmaps").glob("*.yaml")),
+            networking / "config/config-network.yaml",
+        ]
+        for doc in _load(path)
+        if doc.get("kind") == "ConfigMap"
+    ]
+    for cm in maps:
+        if cm["metadata"]["name"] == "config-deployment":
+            cm["data"]["queue-sidecar-image"] = QUEUE_SIDECAR_IMAGE
+            cm["data"]["registries-skipping-tag-resolving"] = SKIP_TAG_RESOLVING
+    return maps
+
+
+def deployment_env(component: str, pod_name: str, pod_ip: str) -> dict[str, str]:
+    """The env of config/core/deployments/<component>.yaml, with its fieldRefs filled in."""
+    serving = module_dir(f"{SERVING_MODULE}/pkg/apis/serving/v1")
+    (deployment,) = [
+        d for d in _load(serving / f"config/core/deployments/{component}.yaml") if d["kind"] == "Deployment"
+    ]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    fields = {"metadata.name": pod_name, "metadata.namespace": SYSTEM_NAMESPACE, "status.podIP": pod_ip}
+    env = {}
+    for var in container.get("env", []):
+        if "value" in var:
+            env[var["name"]] = var["value"]
+        else:
+            path = var["valueFrom"]["fieldRef"]["fieldPath"]
+            if path not in fields:
+                raise ServingError(f"{component}: env {var['name']} from {path}: not known here")
+            env[var["name"]] = fields[path]
+    return env
+
+
+def webhook_objects() -> list[dict]:
+    """config/core/webhooks/*.yaml: the Secret and the three webhook configurations."""
+    serving = module_dir(f"{SERVING_MODULE}/pkg/apis/serving/v1")
+    return [doc for path in sorted((serving / "config/core/webhooks").glob("*.yaml")) for doc in _load(path)]
+
+
+def build_all(log=sys.stderr) -> dict[str, Path]:
+    return {name: ensure_built(binary, log=log) for name, binary in BINARIES.items()}
+
+
+# -- the API, raw JSON -----------------------------------------------------------------------
+
+
+class Kube:
+    """Admin calls to the API server with JSON in and out; apply() is server-side apply."""
+
+    def __init__(self, url: str, token: str, ca_file: Path):
+        self.url = url
+        self.ca = str(ca_file)
+        self.session = requests.Session()
+        self.session.trust_env = False
+        self.session.headers.update({"Authorization": f"Bearer {token}", "Accept": "application/json"})
+        self._resources: dict[str, dict] = {}
+
+    def request(
+        self, method: str, path: str, body=None, ok=(200, 201), content_type="application/json", params=None
+    ):
+        r = self.session.request(
+            method,
+            self.url + path,
+            params=params,
+            data=None if body is None else json.dumps(body),
+            headers={"Content-Type": content_type},
+            verify=self.ca,
+            timeout=30,
+        )
+        if r.status_code not in ok:
+            raise ServingError(f"{method} {path}: HTTP {r.status_code}: {r.text[:1500]}")
+        return r.json() if r.content else {}
+
+    def get(self, path: str) -> dict | None:
+        obj = self.request("GET", path, ok=(200, 404))
+        return None if obj.get("kind") == "Status" else obj
+
+    def resource(self, api_version: str, kind: str) -> dict:
+        key = f"{api_version}/{kind}"
+        if key not in self._resources:
+            base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+            for r in self.request("GET", base)["resources"]:
+                if "/" not in r["name"]:
+                    self._resources[f"{api_version}/{r['kind']}"] = r
+        if key not in self._resources:
+            raise ServingError(f"{key} is not served")
+        return self._resources[key]
+
+    def path(self, api_version: str, kind: str, name: str | None = None, namespace: str | None = None) -> str:
+        r = self.resource(api_version, kind)
+        path = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        if r["namespaced"]:
+            path += f"/namespaces/{namespace}"
+        path += f"/{r['name']}"
+        return f"{path}/{name}" if name else path
+
+    def path_of(self, obj: dict) -> str:
+        meta = obj["metadata"]
+        return self.path(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+
+    def apply(self, obj: dict) -> dict:
+        return self.request(
+            "PATCH",
+            self.path_of(obj),
+            body=obj,
+            content_type="application/apply-patch+yaml",
+            params={"fieldManager": FIELD_MANAGER, "force": "true"},
+        )
+
+
+# -- network namespaces ----------------------------------------------------------------------
+
+
+def _setns(pid: int) -> None:
+    """Move the calling *thread* into the network namespace of process `pid`."""
+    fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+    try:
+        if ctypes.CDLL(None, use_errno=True).setns(fd, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns into the network namespace of {pid}")
+    finally:
+        os.close(fd)
+
+
+def _in_thread(fn):
+    """Run fn() in a short-lived thread and return its result (or raise its exception): a thread
+    that entered another network namespace dies with it, so no thread of ours is left there."""
+    out: dict = {}
+
+    def run():
+        try:
+            out["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            out["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+def _pump(src: socket.socket, dst: socket.socket) -> None:
+    try:
+        while data := src.recv(65536):
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for s, how in ((dst, socket.SHUT_WR), (src, socket.SHUT_RD)):
+            try:
+                s.shutdown(how)
+            except OSError:
+                pass
+
+
+class _Forwarder:
+    """TCP from a listening socket (made in one namespace) to an address (dialled in another)."""
+
+    def __init__(self, listener: socket.socket, dial):
+        self.listener = listener
+        self.dial = dial
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            conn.settimeout(None)
+            try:
+                upstream = self.dial()
+            except OSError:
+                conn.close()
+                continue
+            for a, b in ((conn, upstream), (upstream, conn)):
+                threading.Thread(target=_pump, args=(a, b), daemon=True).start()
+
+    def close(self) -> None:
+        self.closed = True
+        try:
+            self.listener.close()
+        except OSError:
+            pass
+
+
+def _dial(port: int) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.settimeout(None)  # a timeout would cut idle (watch, HTTP/2) connections after 10 s
+    return s
+
+
+def _listen(port: int) -> socket.socket:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", port))
+    s.listen(64)
+    return s
+
+
+class NetNamespace:
+    """A network namespace with only loopback, held open by a sleeping `unshare --net`.
+
+    `address` is added to its loopback: the component's pod IP (the autoscaler publishes its
+    POD_IP in an EndpointSlice, which refuses loopback addresses). `run()` starts a command
+    inside it (nsenter); `forward_out(port)` makes 127.0.0.1:port inside reach 127.0.0.1:port
+    outside; `forward_in(port)` makes 127.0.0.1:<free> outside reach 127.0.0.1:port inside and
+    returns the outside port."""
+
+    def __init__(self, name: str, address: str, workdir: Path):
+        for tool in ("unshare", "nsenter", "ip"):
+            if shutil.which(tool) is None:
+                raise ServingError(f"{tool} is not on PATH: needed for the Serving components' namespaces")
+        self.name = name
+        self.address = address
+        self.forwarders: list[_Forwarder] = []
+        log_path = workdir / f"netns-{name}.log"
+        with log_path.open("wb") as log:
+            self.holder = subprocess.Popen(
+                [
+                    "unshare",
+                    "--net",
+                    "--",
+                    "sh",
+                    "-c",
+                    f"ip link set lo up && ip addr add {address}/32 dev lo && echo up && exec sleep infinity",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                start_new_session=True,
+                preexec_fn=die_with_parent(),
+            )
+        assert self.holder.stdout is not None
+        line = self.holder.stdout.readline()
+        if line.strip() != b"up":
+            self.holder.wait(5)
+            raise ServingError(
+                f"could not make a network namespace (unshare --net; root needed) for {name}: exit "
+                f"{self.holder.returncode}, {log_path.read_text(errors='replace')}"
+            )
+
+    @property
+    def path(self) -> str:
+        return f"/proc/{self.holder.pid}/ns/net"
+
+    def forward_out(self, port: int) -> None:
+        def listen_inside():
+            _setns(self.holder.pid)
+            return _listen(port)
+
+        listener = _in_thread(listen_inside)
+        self.forwarders.append(_Forwarder(listener, lambda: _dial(port)))
+
+    def forward_in(self, port: int) -> int:
+        outside = free_port()
+        pid = self.holder.pid
+
+        def dial_inside():
+            def connect():
+                _setns(pid)
+                return _dial(port)
+
+            return _in_thread(connect)
+
+        self.forwarders.append(_Forwarder(_listen(outside), dial_inside))
+        return outside
+
+    def close(self) -> None:
+        for f in self.forwarders:
+            f.close()
+        self.forwarders.clear()
+        stop_group(self.holder, timeout=2.0)
+
+
+class _Process:
+    """One Serving binary inside its network namespace, logging to a file."""
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], netns: NetNamespace, workdir: Path):
+        self.name = name
+        self.netns = netns
+        self.log_path = workdir / f"{name}.log"
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(
+                ["nsenter", f"--net={netns.path}", "--", *argv],
+                cwd=workdir,
+                env={**os.environ, **env},
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_parent(),
+            )
+
+    def tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def check(self) -> None:
+        if self.proc.poll() is not None:
+            raise ServingError(
+                f"knative {self.name} exited with code {self.proc.returncode}; last lines of "
+                f"{self.log_path}:\n{self.tail()}"
+            )
+
+    def stop(self) -> None:
+        # The webhook drains for seconds after SIGTERM (a pod's grace for in-flight admission
+        # calls); out of cluster nothing is in flight once its configurations are deleted.
+        stop_group(self.proc, timeout=1.0 if self.name == "webhook" else 5.0)
+        self.netns.close()
+
+
+# -- the components --------------------------------------------------------------------------
+
+
+class KnativeServing:
+    """controller + autoscaler (+ webhook) of Knative Serving on a running ControlPlane.
+
+    The ControlPlane must have kube-controller-manager with KCM_CONTROLLERS and pods that become
+    Ready (tests/support/world: `World(extra_controllers=KCM_CONTROLLERS)`) for a Revision to get
+    pods at all. Attributes once started: ``workdir`` (logs), ``timings``, ``webhook_port``.
+    """
+
+    def __init__(self, control_plane, *, webhook: bool = True, log=sys.stderr, ready_timeout: float = 90.0):
+        self.control_plane = control_plane
+        self.webhook = webhook
+        self.log = log
+        self.ready_timeout = ready_timeout
+        self.workdir: Path | None = None
+        self.webhook_port = 0
+        self.timings: dict[str, float] = {}
+        self.kube: Kube | None = None
+        self._procs: dict[str, _Process] = {}
+        self._webhook_configurations: list[dict] = []
+
+    def __enter__(self) -> KnativeServing:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> KnativeServing:
+        t0 = time.monotonic()
+        atexit.register(self.stop)
+        try:
+            bins = build_all(self.log)
+            self.timings["build"] = time.monotonic() - t0
+            self.workdir = Path(tempfile.mkdtemp(prefix="podsweeper-serving-"))
+            cp = self.control_plane
+            self.kube = Kube(cp.url, cp.tokens["admin"], cp.ca_file)
+            self._phase("install", self._install)
+            if self.webhook:
+                self._phase("webhook", lambda: self._start_webhook(bins["webhook"]))
+            self._phase("controller", lambda: self._start("controller", bins["controller"]))
+            self._phase("autoscaler", lambda: self._start("autoscaler", bins["autoscaler"]))
+            self._phase("leases", self._wait_leases)
+        except BaseException:
+            self.stop()
+            raise
+        self.timings["total"] = time.monotonic() - t0
+        self._say(f"ready in {self.timings['total']:.1f}s ({self._timings()}); logs in {self.workdir}")
+        return self
+
+    def stop(self) -> None:
+        """Remove the webhook configurations (failurePolicy Fail would refuse every Knative object
+        once the webhook is gone), stop the processes. Idempotent."""
+        if self.kube is not None:
+            for vwc in self._webhook_configurations:
+                try:
+                    self.kube.request("DELETE", self.kube.path_of(vwc), ok=(200, 404))
+                except Exception as e:  # noqa: BLE001 - best effort while tearing down
+                    self._say(f"could not remove {vwc['kind']} {vwc['metadata']['name']}: {e}")
+            self._webhook_configurations.clear()
+        for proc in reversed(list(self._procs.values())):
+            proc.stop()
+        self._procs.clear()
+        if self.kube is not None:
+            self.kube.session.close()
+            self.kube = None
+        if self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
+        atexit.unregister(self.stop)
+
+    def check_alive(self) -> None:
+        for proc in self._procs.values():
+            proc.check()
+
+    def log_path(self, name: str) -> Path:
+        """controller, autoscaler or webhook."""
+        return self._procs[name].log_path
+
+    def logs(self, name: str) -> str:
+        return self._procs[name].log()
+
+    def tails(self, lines: int = 15) -> str:
+        return "\n".join(
+            f"--- knative {p.name} ({p.log_path}):\n{p.tail(lines)}" for p in self._procs.values()
+        )
+
+    # -- phases --------------------------------------------------------------------------
+
+    def _install(self) -> None:
+        from tests.support.controlplane.manifests import install_crds
+
+        kube = self.kube
+        assert kube is not None
+        kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}})
+        api = self.control_plane.api_client("admin")
+        try:
+            install_crds(api, crds(), timeout=90)
+        finally:
+            api.close()
+        for cm in configmaps():
+            kube.apply(cm)
+
+    def _start(self, component: str, binary: Path, env: dict | None = None) -> _Process:
+        assert self.workdir is not None
+        netns = NetNamespace(component, POD_IPS[component], self.workdir)
+        try:
+            netns.forward_out(int(self.control_plane.url.rsplit(":", 1)[1]))
+        except BaseException:
+            netns.close()
+            raise
+        self._say(f"starting knative {component}")
+        proc = _Process(
+            component,
+            [str(binary), f"--kubeconfig={self.control_plane.admin_kubeconfig}"],
+            {**deployment_env(component, f"{component}-0", POD_IPS[component]), **(env or {})},
+            netns,
+            self.workdir,
+        )
+        self._procs[component] = proc
+        return proc
+
+    def _start_webhook(self, binary: Path) -> None:
+        kube = self.kube
+        assert kube is not None
+        objects = webhook_objects()
+        for secret in (o for o in objects if o["kind"] == "Secret"):
+            kube.apply(secret)  # empty: the webhook's certificates controller fills it
+        proc = self._start("webhook", binary, env={"WEBHOOK_PORT": str(WEBHOOK_PORT)})
+        self.webhook_port = proc.netns.forward_in(WEBHOOK_PORT)
+        kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "webhook", "namespace": SYSTEM_NAMESPACE},
+                # The API server dials <externalName>:<clientConfig port> for an ExternalName
+                # Service, the ClusterIP (unroutable here) for any other type.
+                "spec": {"type": "ExternalName", "externalName": "127.0.0.1"},
+            }
+        )
+        # The webhook waits for its certificate before it serves; configurations only then,
+        # or every create of a Knative object in between would fail (failurePolicy Fail).
+        self._wait(
+            "webhook certificate in Secret webhook-certs",
+            lambda: bool(
+                (
+                    (kube.get(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/secrets/webhook-certs") or {}).get(
+                        "data"
+                    )
+                    or {}
+                ).get("server-cert.pem")
+            ),
+        )
+        for conf in (o for o in objects if o["kind"].endswith("WebhookConfiguration")):
+            for hook in conf["webhooks"]:
+                hook["clientConfig"]["service"]["port"] = self.webhook_port
+            kube.apply(conf)
+            self._webhook_configurations.append(conf)
+        self._wait("the webhook denies an invalid Service (dry run)", self._webhook_denies)
+
+    def _webhook_denies(self) -> bool:
+        """A Service whose template sets the reserved PORT variable: the CRD schema allows it,
+        only Knative's validation refuses it."""
+        kube = self.kube
+        assert kube is not None
+        svc = {
+            "apiVersion": "serving.knative.dev/v1",
+            "kind": "Service",
+            "metadata": {"name": "webhook-probe", "namespace": SYSTEM_NAMESPACE},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "containers": [{"image": "ko.local/probe", "env": [{"name": "PORT", "value": "1"}]}]
+                    }
+                }
+            },
+        }
+        path = kube.path("serving.knative.dev/v1", "Service", namespace=SYSTEM_NAMESPACE) + "?dryRun=All"
+        r = kube.request("POST", path, body=svc, ok=(201, 400, 403, 422, 500))
+        message = r.get("message", "")
+        if "denied the request" in message and "reserved" in message:
+            return True
+        if r.get("kind") == "Service":
+            raise ServingError(
+                "the webhook is configured but an invalid Service passed a dry run:\n" + self.tails()
+            )
+        return False
+
+    def _wait_leases(self) -> None:
+        """Each component holds its leader-election Leases (every reconciler has one bucket):
+        only then does it reconcile. The holder identities are the host name plus a uuid (the
+        controller, the webhook) or POD_NAME_POD_IP (the autoscaler's bucket), so the Leases
+        are told apart by name."""
+        kube = self.kube
+        assert kube is not None
+        prefixes = {"controller": "controller.", "autoscaler": "autoscaler-bucket-", "webhook": "webhook."}
+        wanted = [prefixes[c] for c in self._procs]
+
+        def held() -> bool:
+            leases = kube.request(
+                "GET", f"/apis/coordination.k8s.io/v1/namespaces/{SYSTEM_NAMESPACE}/leases"
+            )["items"]
+            names = [i["metadata"]["name"] for i in leases if (i.get("spec") or {}).get("holderIdentity")]
+            return all(any(n.startswith(p) for n in names) for p in wanted)
+
+        self._wait("Leases held by every component", held)
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def wait(self, what: str, condition, timeout: float | None = None):
+        """Poll condition() until truthy (returned); ServingError with the log tails on timeout
+        or when a component died."""
+        return self._wait(what, condition, timeout)
+
+    def _wait(self, what: str, condition, timeout: float | None = None):
+        deadline = time.monotonic() + (timeout or self.ready_timeout)
+        while True:
+            value = condition()
+            if value:
+                return value
+            self.check_alive()
+            if time.monotonic() > deadline:
+                raise ServingError(
+                    f"timed out after {timeout or self.ready_timeout:.0f}s waiting for {what}\n{self.tails()}"
+                )
+            time.sleep(0.2)
+
+    def _phase(self, name: str, fn) -> None:
+        t0 = time.monotonic()
+        fn()
+        self.timings[name] = time.monotonic() - t0
+
+    def _timings(self) -> str:
+        return ", ".join(f"{k} {v:.1f}s" for k, v in self.timings.items() if k != "total")
+
+    def _say(self, message: str) -> None:
+        print(f"serving: {message}", file=self.log, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m tests.support.knative.serving [build]`: build (or find) the three binaries."""
+    for name, path in build_all().items():
+        print(name, path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
