@@ -70,7 +70,7 @@ def eventing(receive_adapter):
     from tests.support.knative.eventing import Eventing
     from tests.support.world.launcher import World
 
-    with ControlPlane(log=sys.stderr) as cp, World(cp, log=sys.stderr) as world, Eventing(world) as ev:
+    with ControlPlane(log=sys.stderr) as cp, World(cp, log=sys.stderr), Eventing(cp) as ev:
         yield ev
 
 

@@ -401,3 +401,79 @@ def test_live_overlay_makes_a_revision_that_deletes(serving):
         ]
         == 1
     )
+
+
+def test_eventing_resolves_the_knative_service_and_the_seed_goes_through_its_route(serving):
+    """`kubectl apply -k knative/` then `-k knative/overlays/live`, with Eventing's real controller
+    beside Serving's: the ApiServerSource and the PingSource resolve the Knative Service's
+    address and become Ready, the adapter and dispatcher they generated run, and the seed's
+    workers are deleted by the live Revision's replica, within a second of Succeeded.
+
+    Between the adapter and the replica sit Knative's ingress and activator, which do not run
+    here: the test world routes the Service's address to the ready pods of the Revision its
+    KIngress sends traffic to, straight to the user container (tests/support/knative/kubelet.py,
+    `ingress`). So the routing decision is Serving's, the request path is not."""
+    import yaml
+    from kubernetes import client
+
+    from tests.support.knative.eventing import MTPING_IMAGE, RECEIVE_ADAPTER_IMAGE, Eventing, function_image
+    from tests.support.stack.users import condition
+
+    ready = {"SinkProvided": "True", "SufficientPermissions": "True", "Deployed": "True", "Ready": "True"}
+    with Eventing(serving.control_plane, log=sys.stderr) as eventing:
+        # What `kubectl apply -k knative/` adds to what is there; the Service stays the live one.
+        rest = [o for o in render(REPO / "knative") if o["apiVersion"] != "serving.knative.dev/v1"]
+        eventing.install(rest)
+        source = eventing.wait_conditions("ApiServerSource", "podsweeper", ready, timeout=120)
+        ping = eventing.wait_conditions("PingSource", "podsweeper-sweep", {"Ready": "True"}, timeout=120)
+        assert source["status"]["sinkUri"] == ping["status"]["sinkUri"] == ADDRESS
+        (adapter,) = eventing.kubelet.wait_running(RECEIVE_ADAPTER_IMAGE)
+        eventing.kubelet.wait_running(MTPING_IMAGE)
+        assert adapter.env["K_SINK"] == ADDRESS
+        replicas = eventing.kubelet.wait_running(function_image(), count=2)  # 00001 is kept (above)
+        live = [r for r in replicas if r.labels.get("serving.knative.dev/revision") == "podsweeper-00002"]
+        assert len(live) == 1 and live[0].env["PODSWEEPER_DRY_RUN"] == "false"
+        assert eventing.kubelet.endpoints(NS, "podsweeper", 80) == list(live[0].ports.values())
+
+        core, custom = client.CoreV1Api(eventing.admin), client.CustomObjectsApi(eventing.admin)
+        core.create_namespace({"metadata": {"name": "team-kn"}})
+        (job,) = [
+            d for d in yaml.safe_load_all((REPO / "examples" / "pytorchjob-seed.yaml").read_text()) if d
+        ]
+        custom.create_namespaced_custom_object("kubeflow.org", "v1", "team-kn", "pytorchjobs", job)
+        workers: dict[str, float | None] = {}
+        seen = None
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            current = custom.get_namespaced_custom_object(
+                "kubeflow.org", "v1", "team-kn", "pytorchjobs", "pytest"
+            )
+            uids = {
+                p.metadata.uid
+                for p in core.list_namespaced_pod("team-kn").items
+                if "-worker-" in p.metadata.name
+            }
+            now = time.time()
+            for uid in uids:
+                workers.setdefault(uid, None)
+            for uid in workers:
+                if workers[uid] is None and uid not in uids:
+                    workers[uid] = now
+            if seen is None and condition(current, "Succeeded"):
+                seen = now
+            if seen and len(workers) == 3 and all(workers.values()):
+                break
+            time.sleep(0.02)
+        assert seen is not None and len(workers) == 3 and all(workers.values()), workers
+        gone = max(t for t in workers.values() if t) - seen
+        print(
+            f"\nknative serving + eventing: seed workers gone {gone * 1000:.0f} ms after Succeeded",
+            file=sys.stderr,
+        )
+        assert gone <= 1.0
+        decisions = [d for d in live[0].process.decisions() if d.get("action") == "delete"]
+        assert {d["name"] for d in decisions if d.get("namespace") == "team-kn"} == {
+            "pytest-worker-0",
+            "pytest-worker-1",
+            "pytest-worker-2",
+        }

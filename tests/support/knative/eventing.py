@@ -1,6 +1,6 @@
 """Knative Eventing's real control plane on the test world, and podsweeper installed as a user does.
 
-`Eventing(world).start()`:
+`Eventing(world.control_plane).start()`:
 
 1. builds `knative.dev/eventing/cmd/controller` at the receive adapter's version (a third
    `tool` of tests/support/adapter/gomod, so the three binaries share one module graph and
@@ -117,11 +117,12 @@ def function_image() -> str:
 
 
 class Eventing:
-    """The eventing controller, the Service network and the kubelet for its pods, on `world`."""
+    """The eventing controller, the Service network and the kubelet for its pods, on a
+    control plane that runs the world (tests/support/world: its controller manager makes the
+    generated Deployments' pods, kwok runs them)."""
 
-    def __init__(self, world, *, log=sys.stderr, workdir: Path | None = None, ready_timeout: float = 90.0):
-        self.world = world
-        self.cp = world.control_plane
+    def __init__(self, control_plane, *, log=sys.stderr, workdir: Path | None = None, ready_timeout: float = 90.0):
+        self.cp = control_plane
         self.log = log
         self.ready_timeout = ready_timeout
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="podsweeper-eventing-"))

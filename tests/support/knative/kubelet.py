@@ -173,18 +173,26 @@ class Kubelet:
 
     def endpoints(self, namespace: str, service: str, port: int) -> list[int]:
         """The local ports behind a Service port: its selector's pods that run here, the
-        target port mapped to where their process listens (kube-proxy's part)."""
+        target port mapped to where their process listens (kube-proxy's part). A Knative
+        Service's address (the Route's placeholder Service, no selector) goes where its
+        KIngress routes: `ingress()`."""
+        import json
+
         from kubernetes.client.rest import ApiException
 
         try:
-            svc = self._core.read_namespaced_service(service, namespace, _preload_content=False)
+            svc = json.loads(
+                self._core.read_namespaced_service(service, namespace, _preload_content=False).data
+            )
         except ApiException:
             return []
-        import json
-
-        spec = json.loads(svc.data)["spec"]
+        spec, labels = svc["spec"], svc["metadata"].get("labels") or {}
+        if not spec.get("selector") and "serving.knative.dev/route" in labels:
+            return self.ingress(
+                namespace, labels["serving.knative.dev/route"], f"{service}.{namespace}.svc.cluster.local"
+            )
         selector = spec.get("selector") or {}
-        (svc_port,) = [p for p in spec["ports"] if p["port"] == port] or [None]
+        (svc_port,) = [p for p in spec.get("ports") or [] if p["port"] == port] or [None]
         if svc_port is None or not selector:
             return []
         target = svc_port.get("targetPort", port)
@@ -196,6 +204,34 @@ class Kubelet:
             local = entry.ports.get(number)
             if local:
                 found.append(local)
+        return found
+
+    def ingress(self, namespace: str, route: str, host: str) -> list[int]:
+        """The ingress and activator's part, which no process plays here: the Revisions the
+        Route's KIngress sends `host` to (its splits with a share of the traffic), and of
+        those the ready pods' user containers. queue-proxy is not run: the request goes to
+        the user container's port directly (what is not proven here: docs/deploy.md)."""
+        from kubernetes import client
+        from kubernetes.client.rest import ApiException
+
+        try:
+            kingress = client.CustomObjectsApi(self._api).get_namespaced_custom_object(
+                "networking.internal.knative.dev", "v1alpha1", namespace, "ingresses", route
+            )
+        except ApiException:
+            return []
+        revisions: list[str] = []
+        for rule in kingress["spec"].get("rules") or []:
+            if host not in rule.get("hosts", []):
+                continue
+            for path in rule["http"]["paths"]:
+                for split in path.get("splits") or []:
+                    if split.get("percent", 100) > 0:
+                        revisions.append(split["serviceName"])
+        found = []
+        for entry in self.running():
+            if entry.namespace == namespace and entry.labels.get("serving.knative.dev/revision") in revisions:
+                found.extend(entry.ports.values())
         return found
 
     # -- the loop -----------------------------------------------------------------------------

@@ -38,9 +38,12 @@ def say(text: str) -> None:
     print(f"source-scale: {text}", file=sys.stderr, flush=True)
 
 
-def sar_count(session, host: str) -> int:
+def sar_count(raw) -> int:
     """kube-apiserver's count of SubjectAccessReview creates so far."""
-    text = session.get(f"{host}/metrics", timeout=30).text
+    status, data = raw.call("GET", "/metrics")
+    if status != 200:
+        raise RuntimeError(f"GET /metrics: {status}")
+    text = data.decode()
     total = 0.0
     for line in text.splitlines():
         if line.startswith("apiserver_request_total{") and 'resource="subjectaccessreviews"' in line:
@@ -63,11 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     from tests.support.world.launcher import World
 
     figures: dict[str, object] = {"namespaces_created": args.namespaces}
-    with ControlPlane(log=sys.stderr) as cp, World(cp, log=sys.stderr) as world, Eventing(world) as ev:
+    with ControlPlane(log=sys.stderr) as cp, World(cp, log=sys.stderr), Eventing(cp) as ev:
         core = client.CoreV1Api(ev.admin)
         raw = RawApi(ev.admin)
-        metrics = raw.session
-        host = raw.host
         labelled = max(1, args.namespaces // 20)
 
         def make(i: int) -> None:
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"{args.namespaces} namespaces created in {time.monotonic() - t0:.0f}s ({total_ns} in all)")
 
         objects = render(INSTALL)
-        before = sar_count(metrics, host)
+        before = sar_count(raw)
         t0 = time.monotonic()
         ev.install(objects)
         source = {}
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
                 break
             time.sleep(1)
         first = time.monotonic() - t0
-        sars = sar_count(metrics, host) - before
+        sars = sar_count(raw) - before
         status_bytes = len(json.dumps(source["status"]["namespaces"]))
         figures.update(
             first_reconcile_seconds=round(first, 1),
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"first reconcile: {sars} SARs, Ready with {total_ns} namespaces listed after {first:.0f}s")
 
         def one_more(name: str) -> tuple[int, float]:
-            before = sar_count(metrics, host)
+            before = sar_count(raw)
             t0 = time.monotonic()
             core.create_namespace({"metadata": {"name": name}})
             while name not in ((ev.source("ApiServerSource", "podsweeper") or {}).get("status") or {}).get(
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(0.5)
             listed = time.monotonic() - t0
             time.sleep(5)  # what the resync still sends after the status was written
-            return sar_count(metrics, host) - before, listed
+            return sar_count(raw) - before, listed
 
         sars, listed = one_more("team-one-more")
         figures.update(namespace_create_sars=sars, namespace_create_listed_seconds=round(listed, 1))
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         for obj in restricted:
             if obj["kind"] == "ApiServerSource":
                 obj["spec"]["namespaceSelector"] = {"matchLabels": {WATCH_LABEL: "true"}}
-        before = sar_count(metrics, host)
+        before = sar_count(raw)
         t0 = time.monotonic()
         ev.install(restricted)
         while time.monotonic() - t0 < 1800:
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         figures.update(
             labelled_namespaces=labelled,
             labelled_reconcile_seconds=round(time.monotonic() - t0, 1),
-            labelled_reconcile_sars=sar_count(metrics, host) - before,
+            labelled_reconcile_sars=sar_count(raw) - before,
         )
         say(f"restricted to {labelled} labelled namespaces: {figures['labelled_reconcile_sars']} SARs")
     args.output.parent.mkdir(parents=True, exist_ok=True)

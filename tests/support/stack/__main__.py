@@ -184,7 +184,7 @@ def _eventing(args) -> int:
 
     root = Path(__file__).resolve().parents[3]
     try:
-        with ControlPlane(log=sys.stderr) as cp, _world(cp, args.world) as world, Eventing(world) as eventing:
+        with ControlPlane(log=sys.stderr) as cp, _world(cp, args.world) as world, Eventing(cp) as eventing:
             eventing.install(render(root / args.install))
             if args.live:
                 eventing.install(render(root / "knative" / "overlays" / "live-without-serving"))
