@@ -23,7 +23,7 @@ the pods ask for nothing the nodes lack.
   PODSWEEPER_DRY_RUN=false and is otherwise the same; traffic moves to it (the old Revision
   keeps its replica here: see the test).
 
-tests/support/knative/SERVING.md has the findings.
+tests/support/knative/README.md has the findings.
 """
 
 from __future__ import annotations
@@ -252,7 +252,7 @@ def test_podautoscaler_honours_the_scale_settings(serving):
     assert [p["status"]["phase"] for p in pods] == ["Running"]
 
 
-# What this machine reaches, and why the rest stays Unknown (tests/support/knative/SERVING.md):
+# What this machine reaches, and why the rest stays Unknown (tests/support/knative/README.md):
 # no KIngress implementation (IngressReady), no activator (the SKS stays in Proxy mode, whose
 # public endpoints are the activator's: "activator-service" not found).
 EXPECTED = {
