@@ -121,7 +121,9 @@ class Eventing:
     control plane that runs the world (tests/support/world: its controller manager makes the
     generated Deployments' pods, kwok runs them)."""
 
-    def __init__(self, control_plane, *, log=sys.stderr, workdir: Path | None = None, ready_timeout: float = 90.0):
+    def __init__(
+        self, control_plane, *, log=sys.stderr, workdir: Path | None = None, ready_timeout: float = 90.0
+    ):
         self.cp = control_plane
         self.log = log
         self.ready_timeout = ready_timeout
