@@ -68,9 +68,12 @@ delivery: $(FULL_STAMP)
 bench: $(FULL_STAMP)
 	$(PY) -m bench
 
-## A control plane + function + adapter watching namespace `dev`, to try podsweeper by hand.
+## A control plane + function + adapter watching namespace `dev`, to try podsweeper by hand;
+## DEV_ARGS picks a world profile or the real Eventing install, e.g.
+## `make dev DEV_ARGS="--world trainer"`, `make dev DEV_ARGS="--eventing --live"`.
+DEV_ARGS ?=
 dev: $(FULL_STAMP)
-	$(PY) -m tests.support.stack --kubeconfig $(CURDIR)/out/dev.kubeconfig --namespace dev
+	$(PY) -m tests.support.stack --kubeconfig $(CURDIR)/out/dev.kubeconfig --namespace dev $(DEV_ARGS)
 
 ## Knative Eventing's ApiServerSource reconciler on 1,000 namespaces with the shipped source:
 ## SubjectAccessReviews, reconcile time, the cost of one namespace (~15 min; not in CI).
