@@ -491,6 +491,9 @@ def test_d_orphans_deleted_and_the_recreated_job_starts_its_own_pods(real, recor
     took = time.time() - t0
     record_property("orphans_gone_after_delete_s", round(took, 3))
     assert k.job(ns, "orphaned") is None
+    # The decision lines are written after the pass's deletes: the pods can be gone a moment
+    # before the log says who deleted them (seen in CI under load), so wait for the lines.
+    stack.function.wait_idle()
     by_rule = {d["uid"]: d["rule"] for d in deleted(stack, ns).values()}
     assert by_rule == {u: "orphan" for u in old}, by_rule
     say(f"orphan: {len(old)} orphans deleted {took * 1000:.0f} ms after the Orphan delete")
