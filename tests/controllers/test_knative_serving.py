@@ -7,12 +7,11 @@ kustomize render of knative/ is applied through the API (the objects Serving act
 Namespace, the ServiceAccount podsweeper and the serving.knative.dev Service), later the render
 of knative/overlays/live. No container runs: kwok marks the pods Running and Ready.
 
-One addition to what the render holds, the world's own mechanism (tests/support/world/README.md,
-"Stages"): the pod-template annotation `sim.podsweeper.dev/run-for`. kwok otherwise "ends" every
-container after 10 s, as it does a training pod's, and under restartPolicy Always that is a crash
-loop: the Revision then flips between Ready and ContainerHealthy=False (reason ExitCode0) every
-~12 s. No toleration or nodeSelector is needed: the world lifts its nodes' not-ready taint and
-the pods ask for nothing the nodes lack.
+The render is applied as it is. kwok keeps a ReplicaSet's pods running (tests/support/world/
+README.md, "Stages"); before it did, it "ended" every container after 10 s, as it does a training
+pod's, and under restartPolicy Always the Revision flipped between Ready and
+ContainerHealthy=False (reason ExitCode0) every ~12 s. No toleration or nodeSelector is needed:
+the world lifts its nodes' not-ready taint and the pods ask for nothing the nodes lack.
 
 - test_revision_deployment_carries_what_deploy_md_promises: the Revision's Deployment (what a
   kubelet would run) against docs/deploy.md and the shipped manifest;
@@ -46,7 +45,6 @@ SERVING = f"/apis/serving.knative.dev/v1/namespaces/{NS}"
 AUTOSCALING = f"/apis/autoscaling.internal.knative.dev/v1alpha1/namespaces/{NS}"
 NETWORKING = f"/apis/networking.internal.knative.dev/v1alpha1/namespaces/{NS}"
 SETTLE = 60.0  # seconds: the longest one reconciliation outcome is waited for
-RUN_FOR = {"sim.podsweeper.dev/run-for": "24h"}  # kwok: keep the containers running (see above)
 ADDRESS = "http://podsweeper.podsweeper.svc.cluster.local"
 
 
@@ -70,10 +68,8 @@ def the_service(objects: list[dict]) -> dict:
 
 
 def applied(objects: list[dict]) -> list[dict]:
-    """The objects as applied: the Service's pod template gets RUN_FOR, nothing else changes."""
-    out = copy.deepcopy(objects)
-    the_service(out)["spec"]["template"]["metadata"]["annotations"].update(RUN_FOR)
-    return out
+    """The objects as applied: the render, unchanged."""
+    return copy.deepcopy(objects)
 
 
 def conditions(obj: dict | None) -> dict[str, str]:
