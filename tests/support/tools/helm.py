@@ -15,7 +15,6 @@ with its modules downloaded, ~9 s with the build cache warm (the link alone). On
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.support.tools.kustomize import cache_root
+from tests.support.tools.kustomize import cache_root, go_install
 
 HELM_VERSION = "v3.22.0"
 HELM_PACKAGE = "helm.sh/helm/v3/cmd/helm"
@@ -39,32 +38,7 @@ def helm_path(version: str = HELM_VERSION) -> Path:
 
 def ensure_helm(version: str = HELM_VERSION) -> Path:
     """Return the cached helm binary, building it with `go install` first if needed."""
-    path = helm_path(version)
-    if path.exists():
-        return path
-    go = shutil.which("go")
-    if go is None:
-        raise HelmError("go is not on PATH: needed to build helm " + version)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Install into a temporary GOBIN next to the cache and rename: an interrupted build
-    # never leaves a half-written binary under the cached name.
-    with tempfile.TemporaryDirectory(dir=path.parent) as gobin:
-        # Outside any module and without the caller's GOFLAGS (e.g. -mod=mod, which
-        # `go install pkg@version` rejects).
-        env = {**os.environ, "GOBIN": gobin, "CGO_ENABLED": "0", "GOFLAGS": "", "GO111MODULE": "on"}
-        proc = subprocess.run(
-            [go, "install", "-trimpath", "-ldflags=-s -w", f"{HELM_PACKAGE}@{version}"],
-            cwd=tempfile.gettempdir(),
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=1800,
-        )
-        built = Path(gobin) / "helm"
-        if proc.returncode != 0 or not built.exists():
-            raise HelmError(f"go install {HELM_PACKAGE}@{version} failed:\n{proc.stdout}{proc.stderr}")
-        built.rename(path)
-    return path
+    return go_install(HELM_PACKAGE, version, helm_path(version), HelmError)
 
 
 def _run(args: list[str], values: dict | None, what: str) -> str:

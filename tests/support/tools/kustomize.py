@@ -37,14 +37,16 @@ def kustomize_path(version: str = KUSTOMIZE_VERSION) -> Path:
     return cache_root() / f"kustomize-{version}" / "kustomize"
 
 
-def ensure_kustomize(version: str = KUSTOMIZE_VERSION) -> Path:
-    """Return the cached kustomize binary, building it with `go install` first if needed."""
-    path = kustomize_path(version)
+def go_install(
+    package: str, version: str, path: Path, error: type[RuntimeError], timeout: float = 1800
+) -> Path:
+    """`go install PACKAGE@VERSION` into `path` (the cached binary), unless it is there already.
+    The one home of how the tools here are built from their Go modules (kustomize, helm)."""
     if path.exists():
         return path
     go = shutil.which("go")
     if go is None:
-        raise KustomizeError("go is not on PATH: needed to build kustomize " + version)
+        raise error(f"go is not on PATH: needed to build {package}@{version}")
     path.parent.mkdir(parents=True, exist_ok=True)
     # Install into a temporary GOBIN next to the cache and rename: an interrupted build
     # never leaves a half-written binary under the cached name.
@@ -53,20 +55,23 @@ def ensure_kustomize(version: str = KUSTOMIZE_VERSION) -> Path:
         # `go install pkg@version` rejects).
         env = {**os.environ, "GOBIN": gobin, "CGO_ENABLED": "0", "GOFLAGS": "", "GO111MODULE": "on"}
         proc = subprocess.run(
-            [go, "install", "-trimpath", "-ldflags=-s -w", f"{KUSTOMIZE_PACKAGE}@{version}"],
+            [go, "install", "-trimpath", "-ldflags=-s -w", f"{package}@{version}"],
             cwd=tempfile.gettempdir(),
             env=env,
             capture_output=True,
             text=True,
-            timeout=900,
+            timeout=timeout,
         )
-        built = Path(gobin) / "kustomize"
+        built = Path(gobin) / path.name
         if proc.returncode != 0 or not built.exists():
-            raise KustomizeError(
-                f"go install {KUSTOMIZE_PACKAGE}@{version} failed:\n{proc.stdout}{proc.stderr}"
-            )
+            raise error(f"go install {package}@{version} failed:\n{proc.stdout}{proc.stderr}")
         built.rename(path)
     return path
+
+
+def ensure_kustomize(version: str = KUSTOMIZE_VERSION) -> Path:
+    """Return the cached kustomize binary, building it with `go install` first if needed."""
+    return go_install(KUSTOMIZE_PACKAGE, version, kustomize_path(version), KustomizeError, timeout=900)
 
 
 def build(directory: Path | str) -> str:
