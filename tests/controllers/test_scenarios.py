@@ -253,6 +253,11 @@ def test_3b_orphans_deleted_after_grace_orphan_propagation(make_stack, timings):
         0.02,
     )
     old = {p["metadata"]["uid"]: n for n, p in pods.items() if n != "orphaned-worker-1"}
+    # The garbage collector strips only the ownerReferences of pods its graph already holds: a
+    # pod its informer has not yet seen keeps its reference to the deleted job, and the collector
+    # then deletes it as a dangling dependent (seen in CI under load). Give its informer a moment;
+    # the pod stays well under the grace (whole-second timestamps: under 2.5 s old at the event).
+    time.sleep(1.0)
     deleted_at = time.monotonic()
     user.delete_job("orphaned", "Orphan")
     _orphans_then_the_young_one(stack, user.core, namespace, job, old, young, deleted_at, timings, "Orphan")
