@@ -15,7 +15,7 @@ import yaml
 from kubernetes import client
 
 from podsweeper import kinds
-from podsweeper.cluster.kube import KubeCluster, calls, load_api_client
+from podsweeper.cluster.kube import KubeCluster, calls, load_api
 from podsweeper.config import Settings
 from podsweeper.decisions import Result
 from podsweeper.errors import ApiUnavailable
@@ -33,7 +33,7 @@ PYTORCH = kinds.BY_KIND["PyTorchJob"]
 
 @pytest.fixture
 def cluster(control_plane):
-    return KubeCluster(load_api_client(str(control_plane.function_kubeconfig)))
+    return KubeCluster(load_api(str(control_plane.function_kubeconfig)))
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from podsweeper import kinds
-from podsweeper.cluster.kube import KubeCluster, load_api_client
+from podsweeper.cluster.kube import KubeCluster, load_api
 from podsweeper.decisions import Result
 from podsweeper.evidence import store_name
 from podsweeper.model import EventRecord, FinishMark, JobRef
@@ -52,7 +52,7 @@ def trainer(admin_api, namespace):
 
 @pytest.fixture
 def cluster(control_plane):
-    return KubeCluster(load_api_client(str(control_plane.function_kubeconfig)))
+    return KubeCluster(load_api(str(control_plane.function_kubeconfig)))
 
 
 def forbidden(call, *args, **kwargs) -> str:
@@ -287,7 +287,7 @@ def test_configmaps_owned_by_a_trainjob_need_no_finalizers_grant(enforcing_plane
             ns = trainer.namespace
             tj = trainer.trainjob("tj")
             ref = JobRef(TRAINJOB, ns, "tj", tj["metadata"]["uid"], tj["apiVersion"])
-            cluster = KubeCluster(load_api_client(str(enforcing_plane.function_kubeconfig)))
+            cluster = KubeCluster(load_api(str(enforcing_plane.function_kubeconfig)))
             assert cluster.write_evidence(ref, [{"pod": "tj-node-0-0", "exit_code": 1}], None)
             records, version = cluster.read_evidence(ref)
             assert cluster.write_evidence(ref, [*records, {"pod": "tj-node-0-1"}], version)

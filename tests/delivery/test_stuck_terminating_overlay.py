@@ -120,12 +120,12 @@ def wait_status(call, wanted: int, timeout: float = 10.0) -> int:
 def test_function_reads_a_node_only_with_the_overlay(control_plane, function_api, admin_api, node, renders):
     from kubernetes import client
 
-    from podsweeper.cluster.kube import KubeCluster, load_api_client
+    from podsweeper.cluster.kube import KubeCluster, load_api
     from podsweeper.errors import ApiUnavailable
     from podsweeper.model import NodeReady
 
     core = client.CoreV1Api(function_api)
-    cluster = KubeCluster(load_api_client(str(control_plane.function_kubeconfig)))
+    cluster = KubeCluster(load_api(str(control_plane.function_kubeconfig)))
 
     # Without the overlay: refused, and get_node says so (the sweep then answers 503).
     assert status_of(core.read_node, node) == 403

@@ -291,16 +291,16 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "real-uid-precondition",
         "cluster/kube/writes.py",
-        "            preconditions=client.V1Preconditions(uid=uid, resource_version=resource_version or None),",
-        "            preconditions=client.V1Preconditions(resource_version=resource_version or None),",
+        '        preconditions = {"uid": uid, **({"resourceVersion": resource_version} if resource_version else {})}',
+        '        preconditions = {**({"resourceVersion": resource_version} if resource_version else {})}',
         "the real client deletes without the uid precondition: a pod re-created under the name goes",
         (REAL_API,),
     ),
     Mutant(
         "real-resource-version-precondition",
         "cluster/kube/writes.py",
-        "            preconditions=client.V1Preconditions(uid=uid, resource_version=resource_version or None),",
-        "            preconditions=client.V1Preconditions(uid=uid),",
+        '        preconditions = {"uid": uid, **({"resourceVersion": resource_version} if resource_version else {})}',
+        '        preconditions = {"uid": uid}',
         "the real client deletes without the resourceVersion precondition: a pod changed since it was "
         "read (just opted out) goes",
         (REAL_API,),

@@ -1,7 +1,7 @@
 """One API call as every part of the real client makes it: bounded, rate-limited, raw.
 
-Every call ends by the event's deadline, waits for the instance's rate limiter, reads the raw
-JSON body (`_preload_content=False`) for the typed edge, and waits out one short Retry-After.
+Every call ends by the event's deadline, waits for the instance's rate limiter, hands the raw
+JSON body to the typed edge, and waits out one short Retry-After.
 A failure becomes ApiUnavailable (-> 503, the source retries); 404 is None. A name the API
 server could never accept is never asked for.
 """
@@ -15,11 +15,11 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Self, TypeVar
+from urllib.parse import quote
 
 import urllib3
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
+from podsweeper.cluster.kube.transport import JSON, Api
 from podsweeper.cluster.ratelimit import RateLimiter
 from podsweeper.errors import ApiUnavailable, BadEvent
 
@@ -58,34 +58,52 @@ def can_label(namespace: str, job_name: str) -> bool:
     )
 
 
-def _retry_after(error: ApiException) -> float | None:
-    value = (error.headers or {}).get("Retry-After")
+def _retry_after(value: str | None) -> float | None:
     try:
         return float(value) if value is not None else None
     except ValueError:
         return None
 
 
+def core_path(plural: str, namespace: str | None = None, name: str = "", sub: str = "") -> str:
+    """The path of a core (v1) collection or object; namespace None: across all namespaces.
+    Names are quoted as the generated client quotes them (callers check them first)."""
+    base = "/api/v1" if namespace is None else f"/api/v1/namespaces/{quote(namespace, safe='')}"
+    return "/".join(part for part in (base, plural, quote(name, safe=""), sub) if part)
+
+
+def group_path(group: str, version: str, plural: str, namespace: str | None = None, name: str = "") -> str:
+    """The path of a custom resource collection or object; namespace None: all namespaces."""
+    scope = "" if namespace is None else f"/namespaces/{quote(namespace, safe='')}"
+    return "/".join(
+        part for part in (f"/apis/{group}/{version}{scope}", plural, quote(name, safe="")) if part
+    )
+
+
+class Refused(Exception):
+    """The API refused the request with one of the statuses the caller named as its own to
+    handle (409 by default: a precondition failed, or the object exists)."""
+
+    def __init__(self, status: int):
+        super().__init__(status)
+        self.status = status
+
+
 @dataclass
 class Calls:
     """The connection, the deadline and the rate limiter every request of the client shares."""
 
-    api: client.ApiClient
+    api: Api
     deadline: float | None = None  # time.monotonic() value; None = unbounded (CLI sweep)
     limiter: RateLimiter | None = None  # shared by every view of this cluster
-
-    def __post_init__(self) -> None:
-        self.core = client.CoreV1Api(self.api)
-        self.custom = client.CustomObjectsApi(self.api)
 
     def bounded(self, deadline: float) -> Self:
         """A view of this cluster whose calls all end by `deadline` (shares the connection pool)."""
         view = type(self).__new__(type(self))
-        view.api, view.deadline, view.core, view.custom = self.api, deadline, self.core, self.custom
-        view.limiter = self.limiter
+        view.api, view.deadline, view.limiter = self.api, deadline, self.limiter
         return view
 
-    def _timeout(self) -> float | None:
+    def _timeout(self) -> float:
         if self.deadline is None:
             return 30.0
         remaining = self.deadline - time.monotonic()
@@ -93,46 +111,46 @@ class Calls:
             raise ApiUnavailable("time bound for this event exceeded")
         return remaining
 
-    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _call(self, what: str, method: str, path: str, **kwargs: Any) -> Any:
         """One API call; returns the decoded JSON body. 404 -> None."""
-        body = self._request(what, fn, *args, **kwargs)
+        body = self._request(what, method, path, **kwargs)
         return None if body is None else json.loads(body or b"null")
 
     def _request(
         self,
         what: str,
-        fn: Callable[..., Any],
-        *args: Any,
+        method: str,
+        path: str,
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
         conflicts: tuple[int, ...] = (409,),
-        **kwargs: Any,
     ) -> bytes | None:
-        """One API call; returns the raw body. 404 -> None; `conflicts` raise ApiException."""
+        """One API call; returns the raw body. 404 -> None; `conflicts` raise Refused."""
         for attempt in (1, 2):
             try:
                 if self.limiter is not None:
                     self.limiter.acquire(self.deadline)
-                response = fn(*args, _preload_content=False, _request_timeout=self._timeout(), **kwargs)
-                return response.data or b""
-            except ApiException as error:
-                if error.status == 404:
-                    return None
-                wait = _retry_after(error)
-                if (
-                    error.status == 429
-                    and attempt == 1
-                    and wait is not None
-                    and wait <= MAX_RETRY_AFTER_WAIT
-                    and self._fits(wait)
-                ):
-                    time.sleep(wait)
-                    continue
-                if error.status in conflicts:
-                    raise
-                raise ApiUnavailable(
-                    f"{what}: API answered {error.status} {error.reason}", retry_after=wait
-                ) from None
+                answer = self.api.request(method, path, query, body, content_type, self._timeout())
             except (urllib3.exceptions.HTTPError, OSError) as error:
                 raise ApiUnavailable(f"{what}: {type(error).__name__}: {error}"[:300]) from None
+            if answer.status < 300:
+                return answer.body
+            if answer.status == 404:
+                return None
+            wait = _retry_after(answer.retry_after)
+            if (
+                answer.status == 429
+                and attempt == 1
+                and wait is not None
+                and wait <= MAX_RETRY_AFTER_WAIT
+                and self._fits(wait)
+            ):
+                time.sleep(wait)
+                continue
+            if answer.status in conflicts:
+                raise Refused(answer.status)
+            raise ApiUnavailable(f"{what}: API answered {answer.status} {answer.reason}", retry_after=wait)
         raise AssertionError("unreachable")
 
     def _fits(self, wait: float) -> bool:
@@ -142,9 +160,8 @@ class Calls:
         self,
         parse_page: Callable[[bytes], tuple[list[Any], list[str], str | None]],
         what: str,
-        fn: Callable[..., Any],
-        *args: Any,
-        **kwargs: Any,
+        path: str,
+        query: dict[str, Any] | None = None,
     ) -> Iterator[Any]:
         """Objects of a paginated LIST, each page validated straight from the API's bytes.
 
@@ -152,29 +169,14 @@ class Calls:
         """
         token = None
         while True:
-            body = self._request(what, fn, *args, limit=PAGE_SIZE, _continue=token, **kwargs)
+            page_query = {**(query or {}), "limit": PAGE_SIZE, "continue": token}
+            body = self._request(what, "GET", path, page_query)
             objects, unreadable, token = parse_page(body or b"{}")
             for reason in unreadable:
                 log.warning("ignoring an object the API returned: %s", reason)
             yield from objects
             if not token:
                 return
-
-    def _listed(
-        self,
-        parse_page: Callable[[bytes], tuple[list[Any], list[str], str | None]],
-        what: str,
-        namespace: str | None,
-        everywhere: Callable[..., Any],
-        within: Callable[..., Any],
-        **kwargs: Any,
-    ) -> Iterator[Any]:
-        """A paginated LIST in `namespace` (by `within`), or in every namespace (by `everywhere`)
-        when it is None. `kwargs`: the client method's arguments, by name, so that one set
-        serves both methods."""
-        if namespace is None:
-            return self._paged(parse_page, what, everywhere, **kwargs)
-        return self._paged(parse_page, what, within, namespace=namespace, **kwargs)
 
     @staticmethod
     def _decoded(decode: Callable[[bytes], T], body: bytes | None) -> T | None:

@@ -9,10 +9,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 
-from kubernetes.client.exceptions import ApiException
-
 from podsweeper import kinds
-from podsweeper.cluster.kube.calls import Calls, can_exist, can_label, log
+from podsweeper.cluster.kube.calls import Calls, Refused, can_exist, can_label, core_path, group_path, log
 from podsweeper.errors import BadEvent
 from podsweeper.model import Intermediate, Job, JobRef, Node, NodeReady, Pod
 from podsweeper.objects.intermediates import decode_intermediate
@@ -30,21 +28,14 @@ class Reads(Calls):
     def get_job(self, ref: JobRef) -> Job | None:
         if not can_exist(ref.namespace, ref.name):
             return None
-        body = self._request(
-            f"get {ref.kind.plural} {ref.namespace}/{ref.name}",
-            self.custom.get_namespaced_custom_object,
-            ref.kind.group,
-            ref.version,
-            ref.namespace,
-            ref.kind.plural,
-            ref.name,
-        )
+        path = group_path(ref.kind.group, ref.version, ref.kind.plural, ref.namespace, ref.name)
+        body = self._request(f"get {ref.kind.plural} {ref.namespace}/{ref.name}", "GET", path)
         return self._decoded(decode_job, body)
 
     def get_pod(self, namespace: str, name: str) -> Pod | None:
         if not can_exist(namespace, name):
             return None
-        body = self._request(f"get pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace)
+        body = self._request(f"get pod {namespace}/{name}", "GET", core_path("pods", namespace, name))
         return self._decoded(decode_pod, body)
 
     def list_job_pods(self, ref: JobRef, all_label_sets: bool = False) -> list[Pod]:
@@ -63,9 +54,8 @@ class Reads(Calls):
             for pod in self._paged(
                 parse_pod_page,
                 f"list pods of {ref.namespace}/{ref.name}",
-                self.core.list_namespaced_pod,
-                ref.namespace,
-                label_selector=selector,
+                core_path("pods", ref.namespace),
+                {"labelSelector": selector},
             ):
                 found.setdefault(pod.uid, pod)
         return list(found.values())
@@ -73,7 +63,7 @@ class Reads(Calls):
     def get_node(self, name: str) -> Node | None:
         if not can_exist("default", name):  # nodes are cluster-scoped: check the name only
             return None
-        body = self._request(f"get node {name}", self.core.read_node, name)
+        body = self._request(f"get node {name}", "GET", core_path("nodes", name=name))
         if body is None:
             return None
         try:
@@ -88,43 +78,26 @@ class Reads(Calls):
     ) -> Intermediate | None:
         if not can_exist(namespace, name):
             return None
-        body = self._request(
-            f"get {link.plural} {namespace}/{name}",
-            self.custom.get_namespaced_custom_object,
-            link.group,
-            link.version,
-            namespace,
-            link.plural,
-            name,
-        )
+        path = group_path(link.group, link.version, link.plural, namespace, name)
+        body = self._request(f"get {link.plural} {namespace}/{name}", "GET", path)
         return self._decoded(decode_intermediate, body)
 
     def list_intermediates(
         self, link: kinds.IntermediateKind, namespace: str | None, selector: str
     ) -> Iterator[Intermediate]:
-        yield from self._listed(
+        yield from self._paged(
             functools.partial(parse_intermediate_page, listed=link),
             f"list {link.plural} {selector}",
-            namespace,
-            self.custom.list_cluster_custom_object,
-            self.custom.list_namespaced_custom_object,
-            group=link.group,
-            version=link.version,
-            plural=link.plural,
-            label_selector=selector,
+            group_path(link.group, link.version, link.plural, namespace),
+            {"labelSelector": selector},
         )
 
     def list_training_pods(self, namespace: str | None, chained: bool = False) -> Iterator[Pod]:
         what = "list training pods" if namespace is None else f"list training pods in {namespace}"
         seen: set[str] = set()  # a pod may carry both label sets
         for selector in TRAINING_POD_SELECTORS + (CHAIN_POD_SELECTORS if chained else ()):
-            pods = self._listed(
-                parse_pod_page,
-                what,
-                namespace,
-                self.core.list_pod_for_all_namespaces,
-                self.core.list_namespaced_pod,
-                label_selector=selector,
+            pods = self._paged(
+                parse_pod_page, what, core_path("pods", namespace), {"labelSelector": selector}
             )
             for pod in pods:
                 if pod.uid not in seen:
@@ -134,32 +107,30 @@ class Reads(Calls):
     def list_jobs(self, namespace: str | None, kind: kinds.TrainingKind | None = None) -> Iterator[Job]:
         for listed in kinds.TRAINING_KINDS if kind is None else (kind,):
             for version in listed.versions:
-                yield from self._listed(
+                yield from self._paged(
                     parse_job_page,
                     f"list {listed.plural}.{version}",
-                    namespace,
-                    self.custom.list_cluster_custom_object,
-                    self.custom.list_namespaced_custom_object,
-                    group=listed.group,
-                    version=version,
-                    plural=listed.plural,
+                    group_path(listed.group, version, listed.plural, namespace),
                 )
 
     def container_log(
         self, namespace: str, pod: str, container: str, previous: bool, lines: int, limit_bytes: int
     ) -> str | None:
+        if not can_exist(namespace, pod):
+            return None
         try:
             body = self._request(
                 f"read log of {namespace}/{pod}/{container}",
-                self.core.read_namespaced_pod_log,
-                pod,
-                namespace,
-                container=container,
-                previous=previous,
-                tail_lines=lines,
-                limit_bytes=limit_bytes,
+                "GET",
+                core_path("pods", namespace, pod, "log"),
+                {
+                    "container": container,
+                    "previous": "true" if previous else "false",
+                    "tailLines": lines,
+                    "limitBytes": limit_bytes,
+                },
                 conflicts=(400, 403, 409, 500, 502, 503),
             )
-        except ApiException:  # no such run or log (e.g. a node that serves none): keep the rest
+        except Refused:  # no such run or log (e.g. a node that serves none): keep the rest
             return None
         return body.decode(errors="replace") if body else None

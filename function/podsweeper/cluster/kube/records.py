@@ -11,9 +11,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
-from podsweeper.cluster.kube.calls import Calls, can_exist
+from podsweeper.cluster.kube.calls import Calls, Refused, can_exist, core_path
 from podsweeper.evidence import decode, encode, store_name
 from podsweeper.model import FinishMark, JobRef
 
@@ -45,9 +43,8 @@ class Records(Calls):
             return None
         body = self._call(
             f"get finish mark of {job.namespace}/{job.name}",
-            self.core.read_namespaced_config_map,
-            name,
-            job.namespace,
+            "GET",
+            core_path("configmaps", job.namespace, name),
         )
         data = (body or {}).get("data") or {}
         owners = ((body or {}).get("metadata") or {}).get("ownerReferences") or []
@@ -74,9 +71,8 @@ class Records(Calls):
             return None
         body = self._request(
             f"get evidence of {job.namespace}/{job.name}",
-            self.core.read_namespaced_config_map,
-            store_name(job.name),
-            job.namespace,
+            "GET",
+            core_path("configmaps", job.namespace, store_name(job.name)),
         )
         if body is None:
             return None
@@ -113,14 +109,15 @@ class Records(Calls):
         if version is not None:
             metadata["resourceVersion"] = version
         body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}
+        one = core_path("configmaps", job.namespace, name)
         try:
             if version is None:
-                self._request(what, self.core.create_namespaced_config_map, job.namespace, body)
+                self._request(what, "POST", core_path("configmaps", job.namespace), body=body)
                 return True
-            found = self._request(what, self.core.replace_namespaced_config_map, name, job.namespace, body)
+            found = self._request(what, "PUT", one, body=body)
             return found is not None
-        except ApiException:  # 409: written (or created) by someone else since it was read
+        except Refused:  # 409: written (or created) by someone else since it was read
             if not overwrite:
                 return False
-        self._request(what, self.core.replace_namespaced_config_map, name, job.namespace, body, conflicts=())
+        self._request(what, "PUT", one, body=body, conflicts=())
         return True

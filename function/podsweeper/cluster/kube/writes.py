@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
 from podsweeper import kinds
-from podsweeper.cluster.kube.calls import Calls
+from podsweeper.cluster.kube.calls import Calls, Refused, core_path, group_path
+from podsweeper.cluster.kube.transport import MERGE_PATCH
 from podsweeper.decisions import Result
 from podsweeper.model import EventRecord, JobRef
 
@@ -25,15 +23,16 @@ class Writes(Calls):
     def delete_pod(
         self, namespace: str, name: str, uid: str, resource_version: str = "", force: bool = False
     ) -> Result:
-        body = client.V1DeleteOptions(
-            preconditions=client.V1Preconditions(uid=uid, resource_version=resource_version or None),
-            grace_period_seconds=0 if force else None,
-        )
+        preconditions = {"uid": uid, **({"resourceVersion": resource_version} if resource_version else {})}
+        body: dict[str, Any] = {
+            "preconditions": preconditions,
+            **({"gracePeriodSeconds": 0} if force else {}),
+        }
         try:
             found = self._request(
-                f"delete pod {namespace}/{name}", self.core.delete_namespaced_pod, name, namespace, body=body
+                f"delete pod {namespace}/{name}", "DELETE", core_path("pods", namespace, name), body=body
             )
-        except ApiException:  # only 409 gets here: a precondition failed
+        except Refused:  # only 409 gets here: a precondition failed
             return Result.CONFLICT
         return Result.GONE if found is None else Result.DELETED
 
@@ -45,15 +44,11 @@ class Writes(Calls):
         try:
             found = self._request(
                 f"delete {link.plural} {namespace}/{name}",
-                self.custom.delete_namespaced_custom_object,
-                link.group,
-                link.version,
-                namespace,
-                link.plural,
-                name,
+                "DELETE",
+                group_path(link.group, link.version, link.plural, namespace, name),
                 body=body,
             )
-        except ApiException:  # only 409 gets here: the uid precondition failed
+        except Refused:  # only 409 gets here: the uid precondition failed
             return Result.CONFLICT
         return Result.GONE if found is None else Result.DELETED
 
@@ -67,16 +62,13 @@ class Writes(Calls):
         try:
             found = self._request(
                 f"suspend {ref.kind.plural} {ref.namespace}/{ref.name}",
-                self.custom.patch_namespaced_custom_object,
-                ref.kind.group,
-                ref.version,
-                ref.namespace,
-                ref.kind.plural,
-                ref.name,
-                patch,
+                "PATCH",
+                group_path(ref.kind.group, ref.version, ref.kind.plural, ref.namespace, ref.name),
+                body=patch,
+                content_type=MERGE_PATCH,
                 conflicts=(409, 422),
             )
-        except ApiException:
+        except Refused:
             return Result.CONFLICT
         return Result.GONE if found is None else Result.SUSPENDED
 
@@ -104,13 +96,12 @@ class Writes(Calls):
             "count": 1,
         }
         try:
-            self._call(f"create event {event.name}", self.core.create_namespaced_event, ref.namespace, body)
+            self._call(f"create event {event.name}", "POST", core_path("events", ref.namespace), body=body)
             return True
-        except ApiException:  # 409: the same warning again -> bump its count
+        except Refused:  # 409: the same warning again -> bump its count
             pass
         current = (
-            self._call(f"get event {event.name}", self.core.read_namespaced_event, event.name, ref.namespace)
-            or {}
+            self._call(f"get event {event.name}", "GET", core_path("events", ref.namespace, event.name)) or {}
         )
         before = ((current.get("metadata") or {}).get("annotations") or {}).get(PROGRESS_ANNOTATION)
         if (
@@ -127,6 +118,10 @@ class Writes(Calls):
             "message": event.message,
         }
         self._call(
-            f"patch event {event.name}", self.core.patch_namespaced_event, event.name, ref.namespace, patch
+            f"patch event {event.name}",
+            "PATCH",
+            core_path("events", ref.namespace, event.name),
+            body=patch,
+            content_type=MERGE_PATCH,
         )
         return True
