@@ -20,12 +20,11 @@ import os
 import pstats
 import sys
 import time
-from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
 from bench import stream as streams
-from bench.passprofile import _package
+from bench.passprofile import shares
 from tests.fixtures import builders as b
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,22 +113,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report(stats: pstats.Stats, requests: int, top: int) -> None:
-    by_package: Counter = Counter()
-    rows = []
-    for (filename, line, function), (_cc, calls, own, _cum, _callers) in stats.stats.items():  # type: ignore[attr-defined]
-        package = _package(filename)
-        if package == "other python":
-            for marker in (
-                "/flask/",
-                "/werkzeug/",
-                "/cloudevents/",
-                "/functions_framework/",
-                "/prometheus_client/",
-            ):
-                if marker in filename:
-                    package = marker.strip("/")
-        by_package[package] += own
-        rows.append((own, calls, f"{filename.split('site-packages/')[-1]}:{line}({function})"))
+    by_package, rows = shares(stats)
     whole = sum(by_package.values()) or 1.0
     print(f"  profiled: {whole / requests * 1e6:.0f} us per request (profiler overhead included)")
     for name, own in by_package.most_common():

@@ -34,9 +34,13 @@ def load_api(kubeconfig: str | None = None, connections: int = 16) -> Api:
     return Api(load_configuration(kubeconfig), connections)
 
 
-def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
-    """The kubernetes client itself, for what is not the hot path (the recorder's watches)."""
-    return client.ApiClient(load_configuration(kubeconfig))
+def load_api_client(kubeconfig: str | None = None, connections: int | None = None) -> client.ApiClient:
+    """The kubernetes client itself, for what is not the hot path (the recorder's watches, the
+    benchmark's reference client); `connections`: its pool size, if not the client's default."""
+    configuration = load_configuration(kubeconfig)
+    if connections is not None:
+        configuration.connection_pool_maxsize = connections
+    return client.ApiClient(configuration)
 
 
 def connect(settings: Settings, kubeconfig: str | None = None) -> KubeCluster:
