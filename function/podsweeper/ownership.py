@@ -26,6 +26,16 @@ TRAINING_POD_SELECTORS = (JOB_NAME_LABEL, f"{LEGACY_GROUP_LABEL}={kinds.GROUP},{
 CHAIN_POD_SELECTORS = tuple(chain.name_label for chain in CHAINS)
 
 
+def selects(selector: str, labels: Mapping[str, str]) -> bool:
+    """Whether a selector of the forms used here (`key`, `key=value`, joined by commas)
+    selects these labels: the API's matching, in memory."""
+    for term in selector.split(","):
+        key, equals, value = term.partition("=")
+        if key not in labels or (equals and labels[key] != value):
+            return False
+    return True
+
+
 def controlled_by(controller: Owner | None, kind: str, uid: str | None) -> bool:
     """Whether this controller ownerReference names exactly that object: its kind and its uid
     (a uid alone could be a same-named object's of another kind; a name never proves it)."""

@@ -93,7 +93,7 @@ class Pipeline:
                 report = self._sweeper.sweep(cluster, now, deadline, act, run)
                 outcome.note, outcome.sweep = report.note, report.end
             finally:
-                run.publish(outcome.applied)
+                self._sweeper.publish(run, outcome.applied)
         else:
             result = self._passes.run(work, cluster, now)
             outcome.note = result.note

@@ -1,8 +1,11 @@
 """The backstop sweep: find the jobs whose listed state needs action, run a pass on each.
 
-One Sweeper per Pipeline owns where the last sweep stopped (the next one continues after it,
-so no namespace starves), under a lock: a threaded server may run two sweeps at once. Each
-sweep's leftover-GPU counts live in one SweepRun and are published when it ends.
+A sweep lists the training pods (and a chain's JobSets and Jobs) for at most LIST_SHARE of its
+time bound, then passes what it nominated. What it did not reach is where the next sweep goes
+on: one Sweeper per Pipeline owns that position, the candidates not yet passed and the round's
+leftover-GPU counts, under a lock (a threaded server may run two sweeps at once). A round is
+one listing of everything in scope: one sweep on most clusters, several on a big one, and the
+leftover gauge is replaced when a round ends.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from functools import partial
 
 from podsweeper import engine, kinds, metrics
 from podsweeper.actions import Applied
-from podsweeper.cluster.base import Cluster
+from podsweeper.cluster.base import Cluster, PodPage
 from podsweeper.config import Settings
 from podsweeper.decisions import Action, Decision, Result
 from podsweeper.errors import ApiUnavailable
@@ -35,13 +38,17 @@ WASTING = frozenset({Action.DELETE, Action.FORCE_DELETE, Action.WARN, Action.SUS
 
 # Carries out one pass's decisions within a delete budget; returns the deletes made.
 Act = Callable[[list[Decision], int], int]
+# The share of a sweep's time bound its listing may take; the rest is for the passes. Listing
+# 50,000 pods takes most of a 10 s bound on a small control plane: read in rounds instead.
+LIST_SHARE = 0.25
 
 
 class SweepEnd(StrEnum):
     """How a sweep ended: code and tests branch on this, not on the note's words."""
 
-    DONE = "done"  # every candidate's pass ran
-    TIME_BOUND = "time-bound"  # out of time: the next sweep continues after the last job passed
+    DONE = "done"  # the round's listing is complete and every candidate's pass ran
+    LISTING = "listing"  # every candidate's pass ran; the next sweep lists on where this one stopped
+    TIME_BOUND = "time-bound"  # out of time: the next sweep passes the jobs left first
     DELETE_CAP = "delete-cap"  # PODSWEEPER_MAX_DELETES_PER_EVENT reached: likewise
 
 
@@ -51,26 +58,30 @@ class SweepReport:
     note: str
 
 
+@dataclass(frozen=True)
+class ListPosition:
+    """Where a round's listing goes on: the scope (namespace) by its index, and the token of
+    the page of its pods to go on after ("": its first page). A scope's chains' JobSets and
+    Jobs are listed whole, after its pods."""
+
+    scope: int
+    resume: str = ""
+
+
 @dataclass
 class SweepRun:
-    """One sweep's candidates and its leftover GPUs, by (namespace, rule)."""
+    """One sweep's candidates, how much it listed, and its leftover GPUs by (namespace, rule)."""
 
     candidates: dict[JobKey, JobPass] = field(default_factory=dict)
     stuck: dict[tuple[str, str], Pod] = field(default_factory=dict)  # by (namespace, name)
     leftover: defaultdict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
+    listed_pods: int = 0
+    round_done: bool = False  # this sweep's listing reached the end of the round
 
     def count(self, decisions: list[Decision]) -> None:
         for decision in decisions:
             if decision.action in WASTING:
                 self.leftover[(decision.namespace, decision.rule.value)] += decision.gpus
-
-    def publish(self, applied: Iterable[Applied]) -> None:
-        """The leftover gauge: what the sweep saw wasted, less what it reclaimed."""
-        for item in applied:
-            if item.result in RECLAIMED and item.decision.action in WASTING:
-                slot = (item.decision.namespace, item.decision.rule.value)
-                self.leftover[slot] = max(0, self.leftover[slot] - item.decision.gpus)
-        metrics.publish_leftover({slot: gpus for slot, gpus in self.leftover.items() if gpus})
 
     def nominate(self, ref: JobRef, all_label_sets: bool = False) -> None:
         known = self.candidates.get(ref.key)
@@ -106,7 +117,12 @@ def looks_stuck(pod: Pod, now: datetime, settings: Settings) -> bool:
 class Sweeper:
     settings: Settings
     passes: JobPassRunner
-    _resume_after: JobKey | None = field(default=None, init=False, repr=False)
+    clock: Callable[[], float] = time.monotonic  # the listing's share is measured on it
+    _position: ListPosition | None = field(default=None, init=False, repr=False)
+    _pending: dict[JobKey, JobPass] = field(default_factory=dict, init=False, repr=False)
+    _round: defaultdict[tuple[str, str], int] = field(
+        default_factory=lambda: defaultdict(int), init=False, repr=False
+    )
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def sweep(
@@ -116,28 +132,83 @@ class Sweeper:
         index of the jobs of each kind met (listed when its first pod shows up): memory holds the
         jobs and the candidates, never all pods. A job created after its index was read makes its
         pods look orphaned here, but every candidate is re-read by its pass before anything is
-        decided. The sweep stops at its time bound or its delete cap and the next one continues
-        after the last job it passed. The caller publishes `run`'s leftover, even on a failure."""
-        scopes: list[str | None] = [*sorted(self.settings.namespace_set)] or [None]
-        for namespace in scopes:
-            self._nominate_v1(namespace, cluster, now, run)
-            for chained in kinds.TRAINING_KINDS:
-                if chained.chain is not None:
-                    self._nominate_chain(chained, namespace, cluster, run)
-
-        report = self._run_passes(run.candidates, cluster, now, deadline, partial(_count_chains, run, act))
+        decided. The listing stops after the page that ends its share of the time bound (always
+        after one page at least, so a round always moves on), the passes stop at the time bound
+        or the delete cap, and the next sweep goes on from both. The caller publishes `run`."""
+        with self._lock:
+            position = self._position
+            run.candidates.update(self._pending)
+            carried = set(self._pending)
+        went_on = position  # a listing that fails goes on, next time, where this one started
+        try:
+            went_on = self._nominate(cluster, now, deadline, run, position)
+            run.round_done = went_on is None
+        finally:
+            with self._lock:
+                self._position = went_on
+        report = self._run_passes(run, carried, cluster, now, deadline, partial(_count_chains, run, act))
         if run.stuck:
             stuck_note = self._sweep_stuck(run.stuck, cluster, now, deadline, act)
             report = SweepReport(report.end, f"{report.note}; {stuck_note}")
         return report
 
-    def _nominate_v1(self, namespace: str | None, cluster: Cluster, now: datetime, run: SweepRun) -> None:
-        """v1 candidates from the scope's pods as listed; stuck ones for rule stuck-terminating."""
+    def publish(self, run: SweepRun, applied: Iterable[Applied]) -> None:
+        """The leftover gauge, replaced when a round ends: what the round saw wasted, less
+        what it reclaimed. Until then a big cluster's gauge shows the last round's."""
+        with self._lock:
+            for slot, gpus in run.leftover.items():
+                self._round[slot] += gpus
+            for item in applied:
+                if item.result in RECLAIMED and item.decision.action in WASTING:
+                    slot = (item.decision.namespace, item.decision.rule.value)
+                    self._round[slot] = max(0, self._round[slot] - item.decision.gpus)
+            if run.round_done:
+                metrics.publish_leftover({slot: gpus for slot, gpus in self._round.items() if gpus})
+                self._round.clear()
+
+    def _nominate(
+        self, cluster: Cluster, now: datetime, deadline: float | None, run: SweepRun, at: ListPosition | None
+    ) -> ListPosition | None:
+        """List on from `at` until the listing's share of the time bound is spent; returns
+        where the next sweep goes on (None: the round is complete)."""
+        scopes: list[str | None] = [*sorted(self.settings.namespace_set)] or [None]
+        start = self.clock()
+        list_until = None if deadline is None else start + LIST_SHARE * max(0.0, deadline - time.monotonic())
+        at = at if at is not None and at.scope < len(scopes) else ListPosition(0)
+        for index in range(at.scope, len(scopes)):
+            namespace = scopes[index]
+            pages = cluster.training_pod_pages(
+                namespace,
+                chained=self.settings.stuck_terminating_seconds is not None,
+                resume=(at.resume if index == at.scope else "") or None,
+            )
+            indexes: dict[str, dict[JobKey, Job]] = {}
+            for page in pages:
+                self._nominate_v1(page, indexes, namespace, cluster, now, run)
+                if page.resume is not None and list_until is not None and self.clock() >= list_until:
+                    return ListPosition(index, page.resume)
+            for chained in kinds.TRAINING_KINDS:
+                if chained.chain is not None:
+                    self._nominate_chain(chained, namespace, cluster, run)
+            if index + 1 < len(scopes) and list_until is not None and self.clock() >= list_until:
+                return ListPosition(index + 1)
+        return None
+
+    def _nominate_v1(
+        self,
+        page: PodPage,
+        indexes: dict[str, dict[JobKey, Job]],
+        namespace: str | None,
+        cluster: Cluster,
+        now: datetime,
+        run: SweepRun,
+    ) -> None:
+        """v1 candidates from a page of the scope's pods as listed; stuck ones for rule
+        stuck-terminating. Each kind's jobs are listed once per sweep, when its first pod shows
+        up (`indexes`): no LIST for a kind the scope runs none of."""
         stuck_rule = self.settings.stuck_terminating_seconds is not None
-        # Each kind's jobs are listed once, when its first pod shows up: no LIST for a kind the
-        # scope runs none of.
-        indexes: dict[str, dict[JobKey, Job]] = {}
-        for pod in cluster.list_training_pods(namespace, chained=stuck_rule):
+        run.listed_pods += len(page.pods)
+        for pod in page.pods:
             if pod.job is None or in_scope(pod.namespace, self.settings) is not None:
                 continue
             if pod.terminating:
@@ -243,43 +314,49 @@ class Sweeper:
 
     def _run_passes(
         self,
-        candidates: dict[JobKey, JobPass],
+        run: SweepRun,
+        carried: set[JobKey],
         cluster: Cluster,
         now: datetime,
         deadline: float | None,
         act: Act,
     ) -> SweepReport:
-        """Run the candidates' passes in job order, starting after where the last sweep stopped."""
-        with self._lock:
-            resume_after = self._resume_after
-        order = sorted(candidates)
-        if resume_after is not None:
-            order = [k for k in order if k > resume_after] + [k for k in order if k <= resume_after]
+        """Run the candidates' passes in job order, those an earlier sweep left first; what
+        this one leaves (time bound, delete cap, an API failure) the next one passes first."""
+        candidates = run.candidates
+        order = sorted(k for k in candidates if k in carried) + sorted(
+            k for k in candidates if k not in carried
+        )
         left = self.settings.max_deletes_per_event
-        passed: JobKey | None = resume_after
-        for index, key in enumerate(order):
-            if deadline is not None and time.monotonic() > deadline - 1.0:
-                return self._stopped(SweepEnd.TIME_BOUND, passed, f"after {index} of {len(order)} jobs")
-            if left <= 0:
-                return self._stopped(SweepEnd.DELETE_CAP, passed, f"after {index} of {len(order)} jobs")
-            try:
-                result = self.passes.run(candidates[key], cluster, now)
-                left -= act(result.decisions, min(result.bound, left))
-            except ApiUnavailable:
-                if deadline is None or time.monotonic() < deadline - 0.1:
-                    raise  # the API failed: 503, the source retries
-                # Out of time within a pass: what it did is reported; this job comes first next time.
-                return self._stopped(
-                    SweepEnd.TIME_BOUND, passed, f"in the pass of job {index + 1} of {len(order)}"
-                )
-            passed = key
+        done = 0
+        try:
+            for index, key in enumerate(order):
+                if deadline is not None and time.monotonic() > deadline - 1.0:
+                    return self._stopped(SweepEnd.TIME_BOUND, f"after {index} of {len(order)} jobs")
+                if left <= 0:
+                    return self._stopped(SweepEnd.DELETE_CAP, f"after {index} of {len(order)} jobs")
+                try:
+                    result = self.passes.run(candidates[key], cluster, now)
+                    left -= act(result.decisions, min(result.bound, left))
+                except ApiUnavailable:
+                    if deadline is None or time.monotonic() < deadline - 0.1:
+                        raise  # the API failed: 503, the source retries
+                    # Out of time within a pass: what it did is reported; this job comes first next time.
+                    return self._stopped(
+                        SweepEnd.TIME_BOUND, f"in the pass of job {index + 1} of {len(order)}"
+                    )
+                done = index + 1
+        finally:
             with self._lock:
-                self._resume_after = key
-        with self._lock:
-            self._resume_after = None
-        return SweepReport(SweepEnd.DONE, f"swept {len(order)} job(s) needing action")
+                self._pending = {key: candidates[key] for key in order[done:]}
+        listed = f"; listed {run.listed_pods} training pod(s)"
+        if not run.round_done:
+            return SweepReport(
+                SweepEnd.LISTING, f"swept {len(order)} job(s) needing action{listed}, the next sweep lists on"
+            )
+        return SweepReport(SweepEnd.DONE, f"swept {len(order)} job(s) needing action{listed}")
 
-    def _stopped(self, end: SweepEnd, passed: JobKey | None, where: str) -> SweepReport:
+    @staticmethod
+    def _stopped(end: SweepEnd, where: str) -> SweepReport:
         at = "at its time bound" if end is SweepEnd.TIME_BOUND else "at PODSWEEPER_MAX_DELETES_PER_EVENT"
-        after = "/".join(passed) if passed else "the start"
-        return SweepReport(end, f"sweep stopped {at} {where}; the next sweep continues after {after}")
+        return SweepReport(end, f"sweep stopped {at} {where}; the next sweep passes the jobs left first")

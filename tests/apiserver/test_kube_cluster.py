@@ -6,11 +6,13 @@ to knative/function/rbac.yaml: a call the ClusterRole does not allow fails here.
 
 from __future__ import annotations
 
+import base64
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import requests
 import yaml
 from kubernetes import client
 
@@ -135,12 +137,79 @@ def test_record_event_with_progress_is_written_again_only_when_it_grew(cluster, 
     assert event.metadata.annotations == {"podsweeper.dev/restarts": "7"}
 
 
+def training_pods(cluster, namespace, resume=None):
+    return [p for page in cluster.training_pod_pages(namespace, resume=resume) for p in page.pods]
+
+
 def test_cluster_wide_lists_for_the_sweep(cluster, operator, namespace):
     job = operator.create_job(kind="TFJob", name="tf", replicas={"Worker": 2})
     operator.create_pod(job, "Worker", 0)
     assert any(j.name == "tf" and j.namespace == namespace for j in cluster.list_jobs(None))
-    assert any(p.name == "tf-worker-0" for p in cluster.list_training_pods(None))
-    assert [p.name for p in cluster.list_training_pods(namespace)] == ["tf-worker-0"]
+    assert any(p.name == "tf-worker-0" for p in training_pods(cluster, None))
+    assert [p.name for p in training_pods(cluster, namespace)] == ["tf-worker-0"]
+
+
+def test_a_pod_listing_goes_on_from_a_page_token_in_a_later_call(cluster, operator, namespace, monkeypatch):
+    """The sweep's rounds: a page's token, used by a later listing, goes on after that page
+    with the API server's own continue token; each pod once, both label sets included."""
+    monkeypatch.setattr(calls, "PAGE_SIZE", 2)
+    job = operator.create_job(kind="TFJob", name="tfp", replicas={"Worker": 5})
+    for i in range(5):
+        operator.create_pod(job, "Worker", i)
+    first = next(iter(cluster.training_pod_pages(namespace)))
+    assert len(first.pods) == 2 and first.resume is not None
+    rest = training_pods(cluster, namespace, resume=first.resume)
+    names = [p.name for p in first.pods + rest]
+    assert sorted(names) == [f"tfp-worker-{i}" for i in range(5)] and len(names) == 5
+
+
+def compact_etcd(etcd_url: str) -> int:
+    """Compact etcd's history up to now as kube-apiserver's own compactor does (through etcd's
+    JSON gateway): record the revision under compact_rev_key, which the API server watches
+    (its watch cache then drops older snapshots, within its 15 s poll), then compact."""
+
+    def b64(text: str) -> str:
+        return base64.b64encode(text.encode()).decode()
+
+    def post(path: str, body: dict) -> dict:
+        answer = requests.post(f"{etcd_url}/v3/{path}", json=body, timeout=30)
+        answer.raise_for_status()
+        return answer.json()
+
+    revision = int(post("kv/range", {"key": b64("/registry")})["header"]["revision"])
+    post(
+        "kv/txn", {"success": [{"requestPut": {"key": b64("compact_rev_key"), "value": b64(str(revision))}}]}
+    )
+    post("kv/compaction", {"revision": str(revision), "physical": True})
+    return revision
+
+
+def test_a_listing_goes_on_after_its_continue_token_expired(
+    cluster, operator, namespace, monkeypatch, control_plane, caplog
+):
+    """A sweep's next tick may come after etcd compacted the snapshot its token was for: the
+    API server then answers 410 with a token that goes on at the newest state, and the
+    listing takes it. Every pod still comes once."""
+    monkeypatch.setattr(calls, "PAGE_SIZE", 2)
+    job = operator.create_job(kind="TFJob", name="tfx", replicas={"Worker": 6})
+    for i in range(6):
+        operator.create_pod(job, "Worker", i)
+    first = next(iter(cluster.training_pod_pages(namespace)))
+    operator.create_pod(job, "Worker", 6)  # a write after the token's snapshot
+    compact_etcd(control_plane.etcd_url)
+    deadline = time.monotonic() + 45  # the watch cache drops its snapshots within its 15 s poll
+    with caplog.at_level("INFO", logger="podsweeper.cluster"):
+        while True:
+            caplog.clear()
+            rest = training_pods(cluster, namespace, resume=first.resume)
+            names = [p.name for p in first.pods + rest]
+            assert len(names) == len(set(names)) and set(names) >= {f"tfx-worker-{i}" for i in range(6)}, (
+                names
+            )
+            if "continue token expired" in caplog.text or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+    assert "continue token expired, going on at the newest state" in caplog.text
 
 
 def seed_experiment_2(operator: Operator):

@@ -328,6 +328,27 @@ MUTANTS: tuple[Mutant, ...] = (
         (UNIT,),  # the property tests rarely reach a sweep whose one pass outgrows the cap
     ),
     Mutant(
+        "sweep-round-loses-the-page-that-ends-its-share",
+        "sweep.py",
+        "                self._nominate_v1(page, indexes, namespace, cluster, now, run)\n"
+        "                if page.resume is not None and list_until is not None and self.clock() >= list_until:\n"
+        "                    return ListPosition(index, page.resume)",
+        "                if page.resume is not None and list_until is not None and self.clock() >= list_until:\n"
+        "                    return ListPosition(index, page.resume)\n"
+        "                self._nominate_v1(page, indexes, namespace, cluster, now, run)",
+        "the sweep's rounds: a page listed at the end of a tick's share is never decided, its leftovers never nominated",
+        (UNIT,),  # the live property tests' worlds fit in one tick: a round never ends mid-listing there
+    ),
+    Mutant(
+        "expired-continue-starts-again",
+        "cluster/kube/calls.py",
+        "                expired_once, token = True, _offered_continue(expired.body)",
+        "                expired_once, token = True, None",
+        "the sweep's rounds: an expired continue token restarts the listing instead of going on, so a big "
+        "cluster's tail is never reached when every tick's token has expired",
+        (UNIT, REAL_API),
+    ),
+    Mutant(
         "chain-orphan-no-grace",
         "rules/orphan.py",
         "        if age is not None and age >= grace:",

@@ -54,6 +54,7 @@ import json
 import os
 import random
 import tempfile
+import time
 from collections import Counter
 from datetime import timedelta
 from unittest import mock
@@ -64,10 +65,13 @@ from hypothesis import strategies as st
 from podsweeper.cluster.simulated import SimulatedCluster
 from podsweeper.config import Settings, load_settings
 from podsweeper.intake import parse_event
+from podsweeper.keeper import EvidenceKeeper
 from podsweeper.model import Node, NodeReady
 from podsweeper.objects.pages import json_bytes
+from podsweeper.passes import JobPassRunner
 from podsweeper.pipeline import Pipeline
 from podsweeper.replay import replay
+from podsweeper.sweep import Sweeper, SweepRun
 from tests.support import figures, seeds
 from tests.support import model_world as world_tables
 from tests.support.model_mpi import LauncherJobSpec, unwatched
@@ -614,6 +618,55 @@ def test_live_notifications_late_duplicated_or_lost_then_sweep(scenario, rng: ra
     assert set(world.workloads) == set(truth.intermediates)
     figures.add("property: live scenarios generated")
     figures.add("property: live world changes", len(events))
+
+
+def nominations(sweeper: Sweeper, cluster, now, deadline) -> tuple[dict, set, bool]:
+    """One sweep's candidates ({job key: both label sets?}), its stuck pods, whether its round
+    ended; its passes run (dry-run) but what they decide is not carried out."""
+    run = SweepRun()
+    sweeper.sweep(cluster, now, deadline, lambda decisions, bound: 0, run)
+    return {key: job.all_label_sets for key, job in run.candidates.items()}, set(run.stuck), run.round_done
+
+
+@reproducible
+@settings(max_examples=max(EXAMPLES // 2, 20), **PROPERTY)
+@given(
+    scenario=scenarios(settings_strategy(dry_run=st.just(True))),
+    page_size=st.integers(1, 3),
+)
+def test_a_sweep_in_rounds_nominates_what_one_full_listing_does(scenario, page_size):
+    """A big cluster's sweep lists a page or a few per tick, going on from where the last tick
+    stopped: over one round it nominates exactly the jobs (with the same label sets) and stuck
+    pods that one sweep listing everything at once nominates, on the same world and clock."""
+    config = settings_from_environment(scenario.settings)
+    world = ApiServer()
+    world.node_states = scenario.nodes
+    for e in scenario.events:
+        if e.spec is not None:
+            world.observe(e.verb, _parsed(e))
+    now = scenario.end
+    passes = JobPassRunner(config, EvidenceKeeper(config))
+    whole, whole_stuck, done = nominations(Sweeper(config, passes), world, now, None)
+    assert done
+    world.page_size = page_size
+    ticks = iter(range(0, 10**9, 1000))  # every look at the clock: the listing's share is spent
+    rounds = Sweeper(config, passes, clock=lambda: float(next(ticks)))
+    union: dict = {}
+    union_stuck: set = set()
+    taken = 0
+    for _ in range(1 + len(world.pods) + len(config.namespace_set)):
+        taken += 1
+        nominated, stuck, done = nominations(rounds, world, now, time.monotonic() + 3600)
+        for key, both in nominated.items():
+            union[key] = union.get(key, False) or both
+        union_stuck |= stuck
+        if done:
+            break
+    assert done, "the round did not end within one tick per page"
+    assert union == whole
+    assert union_stuck == whole_stuck
+    figures.add("property: sweep rounds compared with one full listing")
+    figures.add("property: sweep round ticks", taken)
 
 
 def _parsed(e: WorldEvent):

@@ -11,15 +11,19 @@ import weakref
 
 import pytest
 
+from podsweeper.cluster.base import PodPage
 from podsweeper.cluster.ratelimit import RateLimiter
 from podsweeper.cluster.simulated import SimulatedCluster
 from podsweeper.config import Settings
 from podsweeper.decisions import Result
 from podsweeper.errors import ApiUnavailable
 from podsweeper.intake import parse_event
+from podsweeper.keeper import EvidenceKeeper
+from podsweeper.passes import JobPassRunner
 from podsweeper.pipeline import Pipeline
-from podsweeper.sweep import SweepEnd
+from podsweeper.sweep import SweepEnd, Sweeper, SweepRun
 from tests.fixtures.builders import at, event, job, ping, pod, split
+from tests.fixtures.clusters import SlowPages
 from tests.fixtures.parse import parse_job, parse_pod
 
 SUCCEEDED = [("Created", at(0)), ("Running", at(2)), ("Succeeded", at(30))]
@@ -150,22 +154,20 @@ class PagedPods(SimulatedCluster):
     """Hands out fresh copies of its pods page by page, and at each new page counts how many
     copies handed out earlier are still alive: what the sweep kept of the pages it decided."""
 
-    page = 50
-
     def __post_init__(self):
         super().__post_init__()
+        self.page_size = 50
         self.most_kept = 0
 
-    def list_training_pods(self, namespace, chained=False):
+    def training_pod_pages(self, namespace, chained=False, resume=None):
         handed: list[weakref.ref] = []
-        for index, held in enumerate(list(super().list_training_pods(namespace))):
-            if index and index % self.page == 0:
-                gc.collect()
-                self.most_kept = max(self.most_kept, sum(1 for r in handed if r() is not None))
-            copy = dataclasses.replace(held)
-            handed.append(weakref.ref(copy))
-            yield copy
-            del copy
+        for page in super().training_pod_pages(namespace, chained, resume):
+            gc.collect()
+            self.most_kept = max(self.most_kept, sum(1 for r in handed if r() is not None))
+            copies = [dataclasses.replace(held) for held in page.pods]
+            handed += [weakref.ref(copy) for copy in copies]
+            yield PodPage(copies, page.resume)
+            del copies, page
 
 
 def test_the_sweep_streams_pods_and_keeps_none_of_a_page_it_has_decided():
@@ -177,7 +179,9 @@ def test_the_sweep_streams_pods_and_keeps_none_of_a_page_it_has_decided():
             cluster.observe("add", parse_pod(pod(j, "Worker", i, phase="Running")))
     outcome = handle(Pipeline(cluster, Settings()), ping(at(600)))
     assert outcome.applied == [] and "swept 0 job(s)" in outcome.note
-    assert cluster.most_kept <= 1  # at most the pod decided just before the page turned
+    # At a page turn, only the page just decided is still alive (the sweep's loop variable):
+    # 4 pages listed, never more than one held.
+    assert cluster.most_kept <= cluster.page_size
 
 
 def test_a_stopped_sweep_resumes_after_the_last_job_it_passed():
@@ -195,7 +199,7 @@ def test_a_stopped_sweep_resumes_after_the_last_job_it_passed():
         order += [a.decision.name for a in outcome.applied]
         if tick < 2:
             assert outcome.sweep is SweepEnd.DELETE_CAP
-            assert "the next sweep continues after" in outcome.note
+            assert "the next sweep passes the jobs left first" in outcome.note
     assert order == names and not cluster.pods
 
 
@@ -212,3 +216,98 @@ def test_a_sweep_deletes_no_more_than_its_cap_even_within_one_big_job():
     handle(pipeline, ping(at(601)))
     handle(pipeline, ping(at(602)))
     assert not cluster.pods
+
+
+def big_cluster_with_leftovers(cluster, jobs=40, finished=(5, 15, 25, 35)):
+    """40 jobs of 5 workers (40 pages of 5 pods); the finished ones' workers still run."""
+    for n in range(jobs):
+        conditions = SUCCEEDED if n in finished else [("Created", at(0)), ("Running", at(2))]
+        j = job(name=f"job-{n:02d}", conditions=conditions, replicas={"Worker": 5})
+        cluster.observe("add", parse_job(j))
+        for i in range(5):
+            cluster.observe("add", parse_pod(pod(j, "Worker", i, phase="Running")))
+    return {f"job-{n:02d}-worker-{i}" for n in finished for i in range(5)}
+
+
+def test_a_big_sweep_lists_in_rounds_within_its_share_of_the_time_bound():
+    """A listing longer than LIST_SHARE of the time bound stops after the page that ends that
+    share, the passes run on what it nominated, and the next sweep lists on from there: every
+    named pod goes within one round, nothing else is deleted, and each page is listed once."""
+    cluster = SlowPages()
+    named = big_cluster_with_leftovers(cluster)
+    pipeline = Pipeline(cluster, Settings())
+    ends, notes, deleted = [], [], set()
+    for tick in range(10):
+        deadline = time.monotonic() + 2.0  # LIST_SHARE of 2 s: ~25 of the 40 pages' 0.8 s
+        outcome = pipeline.handle(parse_event(*split(ping(at(600 + tick)))), at(600 + tick), deadline)
+        ends.append(outcome.sweep)
+        notes.append(outcome.note)
+        deleted |= {a.decision.name for a in outcome.applied if a.result is Result.DELETED}
+        if outcome.sweep is SweepEnd.DONE:
+            break
+    assert ends[0] is SweepEnd.LISTING and ends[-1] is SweepEnd.DONE, ends
+    assert "the next sweep lists on" in notes[0] and "listed 0 training pod(s)" not in notes[0]
+    assert deleted == named
+    assert cluster.pages_listed == 40  # one round: each page once
+
+
+def test_an_unbounded_sweep_lists_everything_at_once():
+    """The CLI sweep (no time bound) is one round, however long the listing takes."""
+    cluster = SlowPages()
+    named = big_cluster_with_leftovers(cluster)
+    outcome = handle(Pipeline(cluster, Settings()), ping(at(600)))
+    assert outcome.sweep is SweepEnd.DONE and cluster.pages_listed == 40
+    assert {a.decision.name for a in outcome.applied if a.result is Result.DELETED} == named
+
+
+def test_a_failed_listing_goes_on_where_it_started():
+    """An API failure in the middle of a listing answers 503; the next sweep lists again from
+    where the failed one started, so no page is skipped."""
+
+    class FailsOnce(SlowPages):
+        failed = False
+
+        def training_pod_pages(self, namespace, chained=False, resume=None):
+            for index, page in enumerate(super().training_pod_pages(namespace, chained, resume)):
+                if index == 3 and not self.failed:
+                    self.failed = True
+                    raise ApiUnavailable("list pods: API answered 503")
+                yield page
+
+    cluster = FailsOnce()
+    named = big_cluster_with_leftovers(cluster)
+    pipeline = Pipeline(cluster, Settings())
+    with pytest.raises(ApiUnavailable):
+        handle(pipeline, ping(at(600)))
+    outcome = handle(pipeline, ping(at(601)))
+    assert outcome.sweep is SweepEnd.DONE
+    assert {a.decision.name for a in outcome.applied if a.result is Result.DELETED} == named
+
+
+def test_rounds_go_through_every_namespace_in_scope_in_turn():
+    """With PODSWEEPER_NAMESPACES, a round lists each namespace in turn, its chains after its
+    pods; a tick that ends between two namespaces goes on with the next one."""
+    cluster = SimulatedCluster()
+    cluster.page_size = 1
+    named = set()
+    for namespace in ("team-a", "team-b", "team-c"):
+        j = job(name="done", namespace=namespace, conditions=SUCCEEDED, replicas={"Worker": 2})
+        cluster.observe("add", parse_job(j))
+        for i in range(2):
+            cluster.observe("add", parse_pod(pod(j, "Worker", i, phase="Running")))
+        named.add((namespace, "done"))
+    settings = Settings(namespaces="team-a,team-b,team-c", dry_run=True)
+    ticks = iter(range(0, 10**6, 1000))
+    sweeper = Sweeper(
+        settings, JobPassRunner(settings, EvidenceKeeper(settings)), clock=lambda: float(next(ticks))
+    )
+    seen, rounds = [], 0
+    for _ in range(10):
+        run = SweepRun()
+        sweeper.sweep(cluster, NOW, time.monotonic() + 3600, lambda decisions, bound: 0, run)
+        seen.append(sorted({(key[1], key[2]) for key in run.candidates}))
+        if run.round_done:
+            rounds += 1
+            break
+    assert rounds == 1 and len(seen) == 6  # one page (one pod) a tick, 3 namespaces x 2 pods
+    assert {nominated for tick in seen for nominated in tick} == named

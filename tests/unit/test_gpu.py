@@ -4,6 +4,7 @@ rules name right now (the leftover gauge, meaningful in dry-run)."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from prometheus_client import REGISTRY
@@ -13,8 +14,10 @@ from podsweeper.config import Settings
 from podsweeper.intake import parse_event
 from podsweeper.model import Verb
 from podsweeper.pipeline import Pipeline
+from podsweeper.sweep import SweepEnd
 from tests.fixtures import trainer as v2
 from tests.fixtures.builders import at, event, job, ping, pod, split
+from tests.fixtures.clusters import SlowPages
 from tests.fixtures.parse import parse_intermediate, parse_job, parse_pod
 
 SUCCEEDED = [("Created", at(0)), ("Running", at(2)), ("Succeeded", at(30))]
@@ -128,6 +131,26 @@ def test_the_decision_line_carries_the_gpus_and_gpu_seconds():
         decision_log.removeHandler(handler)
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
     assert [(line["gpus"], line["gpu_seconds"]) for line in lines] == [(1, 60.0)] * 3
+
+
+def test_a_sweep_in_rounds_replaces_the_leftover_gauge_when_its_round_ends():
+    """On a big cluster a round of the sweep takes several ticks: the gauge shows the whole
+    round's count when it ends, never one tick's share of it."""
+    j, seeded = seed_cluster("gpu-rounds")
+    cluster = SlowPages(pods=seeded.pods, jobs=seeded.jobs)
+    cluster.page_size, cluster.delay = 1, 0.3  # the master, then one worker a page
+    labels = {"namespace": "gpu-rounds", "rule": "finished-job-active-pod"}
+    pipeline = Pipeline(cluster, Settings(dry_run=True))
+    ends, gauge = [], []
+    for tick in range(5):
+        deadline = time.monotonic() + 2.0  # LIST_SHARE of 2 s: two pages a tick
+        outcome = pipeline.handle(parse_event(*split(ping(at(600 + tick)))), at(600 + tick), deadline)
+        ends.append(outcome.sweep)
+        gauge.append(sample("podsweeper_leftover_gpus", **labels))
+        if outcome.sweep is SweepEnd.DONE:
+            break
+    assert ends[0] is SweepEnd.LISTING and ends[-1] is SweepEnd.DONE, ends
+    assert gauge[:-1] == [0] * (len(gauge) - 1) and gauge[-1] == 3
 
 
 def test_the_leftover_gauge_counts_trainer_v2_lineages():

@@ -167,7 +167,7 @@ def test_crash_loop_warning_is_written_again_only_when_restarts_grew():
 def test_irrelevant_pod_event_reads_nothing():
     class NoReads(SimulatedCluster):
         def __getattribute__(self, name):
-            if name in ("get_job", "get_pod", "list_job_pods", "list_jobs", "list_training_pods"):
+            if name in ("get_job", "get_pod", "list_job_pods", "list_jobs", "training_pod_pages"):
                 raise AssertionError(f"unexpected API call {name}")
             return super().__getattribute__(name)
 

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from podsweeper.decisions import Result
 from podsweeper.kinds import IntermediateKind, TrainingKind
 from podsweeper.model import EventRecord, FinishMark, Intermediate, Job, JobRef, Node, Pod
+
+
+@dataclass(frozen=True)
+class PodPage:
+    """One page of a listing of training pods, and where the listing goes on after it: a token
+    only the cluster that made it reads (None after the last page)."""
+
+    pods: list[Pod]
+    resume: str | None
 
 
 class Cluster(Protocol):
@@ -86,9 +96,13 @@ class Cluster(Protocol):
         False (nothing written) when the existing one's `progress` is not below the event's.
         """
 
-    def list_training_pods(self, namespace: str | None, chained: bool = False) -> Iterator[Pod]:
-        """Every pod carrying a training job label (paginated); namespace None = all.
-        `chained`: also every pod labelled as a chain's (a JobSet's)."""
+    def training_pod_pages(
+        self, namespace: str | None, chained: bool = False, resume: str | None = None
+    ) -> Iterator[PodPage]:
+        """Every pod carrying a training job label, page by page, each pod once; namespace
+        None = all. `chained`: also every pod labelled as a chain's (a JobSet's). `resume`: a
+        page's token, to go on after that page (in a later sweep: the pods may have changed
+        since, and a pod may then be missed or met again)."""
 
     def list_jobs(self, namespace: str | None, kind: TrainingKind | None = None) -> Iterator[Job]:
         """Every training job of `kind` (None: every registered kind), paginated; namespace

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from itertools import count
 from typing import Any
 
+from podsweeper.cluster.base import PodPage
 from podsweeper.decisions import Result
 from podsweeper.evidence import decode, encode, store_name
 from podsweeper.kinds import IntermediateKind, TrainingKind
@@ -81,6 +82,7 @@ class SimulatedCluster:
     # showed for it, whether that was a delete): what a late, older event is measured against
     # (and the uid it was of)
     newest: dict[tuple[str, ...], tuple[int, bool, str]] = field(default_factory=dict)
+    page_size: int = 500  # pods per page of training_pod_pages, as the API client asks
 
     def __post_init__(self) -> None:
         # list_job_pods' index, so a pass costs the same however many pods the replay holds:
@@ -312,12 +314,24 @@ class SimulatedCluster:
         existing.record, existing.count = event, existing.count + 1
         return True
 
-    def list_training_pods(self, namespace: str | None, chained: bool = False) -> Iterator[Pod]:
-        for (ns, _), pod in list(self.pods.items()):
-            if namespace is not None and ns != namespace:
-                continue
-            if has_training_label(pod.labels) or (chained and labelled_job_names(pod.labels)):
-                yield pod
+    def training_pod_pages(
+        self, namespace: str | None, chained: bool = False, resume: str | None = None
+    ) -> Iterator[PodPage]:
+        """Pages of `page_size` in the order the pods came; the token: the last one's place."""
+        after = int(resume) if resume else -1
+        selected = [
+            (self._position[key], pod)
+            for key, pod in list(self.pods.items())
+            if (namespace is None or key[0] == namespace)
+            and self._position[key] > after
+            and (has_training_label(pod.labels) or (chained and labelled_job_names(pod.labels)))
+        ]
+        for start in range(0, len(selected), self.page_size):
+            page = selected[start : start + self.page_size]
+            last = start + self.page_size >= len(selected)
+            yield PodPage([pod for _, pod in page], None if last else str(page[-1][0]))
+        if not selected:
+            yield PodPage([], None)
 
     def list_jobs(self, namespace: str | None, kind: TrainingKind | None = None) -> Iterator[Job]:
         for job in list(self.jobs.values()):

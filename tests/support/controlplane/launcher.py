@@ -200,6 +200,7 @@ class ControlPlane:
 
         client_port, peer_port, secure_port = free_port(), free_port(), free_port()
         client_url = f"http://127.0.0.1:{client_port}"
+        self.etcd_url = client_url  # etcd's own API (a test compacts its history)
         peer_url = f"http://127.0.0.1:{peer_port}"
         self._say(f"starting etcd on {client_url}")
         self._components.append(

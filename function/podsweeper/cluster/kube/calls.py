@@ -65,6 +65,15 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
+def _offered_continue(status: bytes) -> str | None:
+    """The continue token a 410 Status offers for an expired one (metadata.continue), if any."""
+    try:
+        offered = json.loads(status or b"{}").get("metadata", {}).get("continue")
+    except (ValueError, AttributeError):
+        return None
+    return offered if isinstance(offered, str) and offered else None
+
+
 def core_path(plural: str, namespace: str | None = None, name: str = "", sub: str = "") -> str:
     """The path of a core (v1) collection or object; namespace None: across all namespaces.
     Names are quoted as the generated client quotes them (callers check them first)."""
@@ -82,11 +91,12 @@ def group_path(group: str, version: str, plural: str, namespace: str | None = No
 
 class Refused(Exception):
     """The API refused the request with one of the statuses the caller named as its own to
-    handle (409 by default: a precondition failed, or the object exists)."""
+    handle (409 by default: a precondition failed, or the object exists); `body`: its Status."""
 
-    def __init__(self, status: int):
+    def __init__(self, status: int, body: bytes = b""):
         super().__init__(status)
         self.status = status
+        self.body = body
 
 
 @dataclass
@@ -149,7 +159,7 @@ class Calls:
                 time.sleep(wait)
                 continue
             if answer.status in conflicts:
-                raise Refused(answer.status)
+                raise Refused(answer.status, answer.body)
             raise ApiUnavailable(f"{what}: API answered {answer.status} {answer.reason}", retry_after=wait)
         raise AssertionError("unreachable")
 
@@ -167,14 +177,42 @@ class Calls:
 
         A collection the API does not serve (a CRD not installed) answers 404: no objects.
         """
-        token = None
+        for objects, _ in self._pages(parse_page, what, path, query):
+            yield from objects
+
+    def _pages(
+        self,
+        parse_page: Callable[[bytes], tuple[list[Any], list[str], str | None]],
+        what: str,
+        path: str,
+        query: dict[str, Any] | None = None,
+        token: str | None = None,
+    ) -> Iterator[tuple[list[Any], str | None]]:
+        """A paginated LIST page by page, each with the continue token after it (None after
+        the last), starting at `token` (a token of an earlier listing, which may have expired).
+
+        An expired token (410: its snapshot was compacted away) is followed by the token the
+        API server offers in its answer, which continues at the newest state (objects changed
+        meanwhile may be missed or seen twice: the caller only nominates); without one the
+        listing starts again from the beginning."""
+        expired_once = False
         while True:
             page_query = {**(query or {}), "limit": PAGE_SIZE, "continue": token}
-            body = self._request(what, "GET", path, page_query)
+            may_expire = token is not None and not expired_once
+            try:
+                body = self._request(what, "GET", path, page_query, conflicts=(410,) if may_expire else ())
+            except Refused as expired:
+                expired_once, token = True, _offered_continue(expired.body)
+                log.info(
+                    "%s: continue token expired, %s",
+                    what,
+                    "going on at the newest state" if token else "starting again",
+                )
+                continue
             objects, unreadable, token = parse_page(body or b"{}")
             for reason in unreadable:
                 log.warning("ignoring an object the API returned: %s", reason)
-            yield from objects
+            yield objects, token or None
             if not token:
                 return
 

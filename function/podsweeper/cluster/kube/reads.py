@@ -10,6 +10,7 @@ import functools
 from collections.abc import Iterator
 
 from podsweeper import kinds
+from podsweeper.cluster.base import PodPage
 from podsweeper.cluster.kube.calls import Calls, Refused, can_exist, can_label, core_path, group_path, log
 from podsweeper.errors import BadEvent
 from podsweeper.model import Intermediate, Job, JobRef, Node, NodeReady, Pod
@@ -18,7 +19,7 @@ from podsweeper.objects.jobs import decode_job
 from podsweeper.objects.nodes import decode_node
 from podsweeper.objects.pages import parse_intermediate_page, parse_job_page, parse_pod_page
 from podsweeper.objects.pods import decode_pod
-from podsweeper.ownership import CHAIN_POD_SELECTORS, TRAINING_POD_SELECTORS, job_pod_selectors
+from podsweeper.ownership import CHAIN_POD_SELECTORS, TRAINING_POD_SELECTORS, job_pod_selectors, selects
 
 
 class Reads(Calls):
@@ -92,17 +93,31 @@ class Reads(Calls):
             {"labelSelector": selector},
         )
 
-    def list_training_pods(self, namespace: str | None, chained: bool = False) -> Iterator[Pod]:
+    def training_pod_pages(
+        self, namespace: str | None, chained: bool = False, resume: str | None = None
+    ) -> Iterator[PodPage]:
+        """One paginated LIST per selector, in turn; a pod an earlier selector also selects is
+        left out (a pod may carry both label sets). The token: the selector's index and the
+        API's continue token."""
         what = "list training pods" if namespace is None else f"list training pods in {namespace}"
-        seen: set[str] = set()  # a pod may carry both label sets
-        for selector in TRAINING_POD_SELECTORS + (CHAIN_POD_SELECTORS if chained else ()):
-            pods = self._paged(
-                parse_pod_page, what, core_path("pods", namespace), {"labelSelector": selector}
+        selectors = TRAINING_POD_SELECTORS + (CHAIN_POD_SELECTORS if chained else ())
+        first, _, token = (resume or "0 ").partition(" ")
+        for index in range(int(first), len(selectors)):
+            earlier = selectors[:index]
+            pages = self._pages(
+                parse_pod_page,
+                what,
+                core_path("pods", namespace),
+                {"labelSelector": selectors[index]},
+                token or None,
             )
-            for pod in pods:
-                if pod.uid not in seen:
-                    seen.add(pod.uid)
-                    yield pod
+            for pods, after in pages:
+                fresh = [pod for pod in pods if not any(selects(s, pod.labels) for s in earlier)]
+                if after:
+                    yield PodPage(fresh, f"{index} {after}")
+                else:
+                    yield PodPage(fresh, f"{index + 1} " if index + 1 < len(selectors) else None)
+            token = ""
 
     def list_jobs(self, namespace: str | None, kind: kinds.TrainingKind | None = None) -> Iterator[Job]:
         for listed in kinds.TRAINING_KINDS if kind is None else (kind,):
