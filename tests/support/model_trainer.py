@@ -399,7 +399,9 @@ def trainer_line(draw, index: int, taken: frozenset = frozenset()) -> list[tuple
                 js.created if js is not None and js.created is not None else created,
             )
             t = max(t, _seconds(finished_at))
-            how = draw(st.sampled_from(FINISHED_KINDS))
+            # With a deadline, most fail at it (what kubeflow/trainer#3833 leaves behind).
+            deadline_failed = tj.active_deadline is not None and draw(st.integers(0, 2)) > 0
+            how = "Failed" if deadline_failed else draw(st.sampled_from(FINISHED_KINDS))
             other = tuple(
                 (c, "False", finished_at) for c in FINISHED_KINDS if c != how and draw(st.booleans())
             )
@@ -411,6 +413,7 @@ def trainer_line(draw, index: int, taken: frozenset = frozenset()) -> list[tuple
                 skip = draw(st.sampled_from(TRAINJOB_SKIPS))
                 t = story.change(t, tj, conditions=conditions, skip=skip, failed_reason=reason)
                 tj = story.latest[tj.uid]
+            staying = []
             for pod in pods:  # its pods: running on (the leak), ended, or gone
                 fate = draw(st.sampled_from(["stays", "stays", "ended", "ended", "gone"]))
                 if fate == "ended":
@@ -418,6 +421,12 @@ def trainer_line(draw, index: int, taken: frozenset = frozenset()) -> list[tuple
                     story.change(t + draw(st.integers(0, 40)), pod, phase=phase)
                 elif fate == "gone":
                     story.delete(t + draw(st.integers(0, 40)), pod)
+                else:
+                    staying.append(pod)
+            if reason and staying and draw(st.booleans()):
+                # kubeflow/trainer#3833's leak goes on: a pod still running reports again later,
+                # past the operator grace (its status changes as its containers run).
+                t = story.change(t + draw(st.sampled_from([45, 150, 400])), draw(st.sampled_from(staying)))
             if js is not None and js is not left and draw(st.booleans()):
                 # Deleted, then created again after the finish, pods and all (kubeflow/trainer#2981).
                 t += draw(st.integers(1, 60))
