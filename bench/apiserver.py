@@ -44,7 +44,6 @@ REPLICAS = {"Master": 1, "Worker": 7}
 # once the cache has caught up with etcd; on an otherwise idle control plane, LISTs that
 # follow writes back to back wait for its next progress tick (up to ~100 ms) instead.
 SPACING = 0.3
-_SAMPLE = re.compile(r"^apiserver_request_total\{([^}]*)\}\s+([0-9.e+]+)$")
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
@@ -52,8 +51,10 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
-def request_totals(cp) -> Counter:
-    """(verb, resource[/subresource], code) -> requests so far, every resource."""
+def _samples(cp, metric: str) -> Counter:
+    """(verb, resource[/subresource], code) -> the summed samples of one of kube-apiserver's
+    counters (its /metrics), every resource."""
+    pattern = re.compile(rf"^{metric}\{{([^}}]*)\}}\s+([0-9.e+]+)$")
     response = requests.get(
         f"{cp.url}/metrics",
         headers={"Authorization": f"Bearer {cp.tokens['admin']}"},
@@ -63,7 +64,7 @@ def request_totals(cp) -> Counter:
     response.raise_for_status()
     counts: Counter = Counter()
     for line in response.text.splitlines():
-        match = _SAMPLE.match(line)
+        match = pattern.match(line)
         if match:
             labels = dict(_LABEL.findall(match.group(1)))
             resource = labels.get("resource", "") + (
@@ -71,6 +72,21 @@ def request_totals(cp) -> Counter:
             )
             counts[(labels.get("verb", "?"), resource, labels.get("code", "?"))] += int(float(match.group(2)))
     return counts
+
+
+def request_totals(cp) -> Counter:
+    """(verb, resource[/subresource], code) -> requests so far, every resource."""
+    return _samples(cp, "apiserver_request_total")
+
+
+def response_bytes(cp) -> Counter:
+    """(verb, resource) -> bytes of the answers so far (apiserver_response_sizes_sum), for the
+    tracked resources."""
+    sizes: Counter = Counter()
+    for (verb, resource, _), number in _samples(cp, "apiserver_response_sizes_sum").items():
+        if resource.split("/")[0] in TRACKED:
+            sizes[(verb, resource)] += number
+    return sizes
 
 
 def request_counts(cp) -> Counter:

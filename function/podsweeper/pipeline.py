@@ -58,6 +58,7 @@ class Outcome:
             "decisions": len(self.applied),
             **counts,
             **({"note": self.note} if self.note else {}),
+            **({"sweep": self.sweep.value} if self.sweep else {}),
         }
 
 
