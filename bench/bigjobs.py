@@ -954,10 +954,12 @@ def _sweep_rows(
     return [a, b_row]
 
 
-def run_all(workdir: Path, quick: bool = False) -> list[Row]:
+def run_all(workdir: Path, quick: bool = False, cleanup: bool = True, sweep: bool = True) -> list[Row]:
+    """Figures 8 and 10 (`cleanup`, one control plane) and figure 9 (`sweep`, its own)."""
     rows: list[Row] = []
     try:
-        rows += cleanup_figures(workdir, small_jobs=6 if quick else 8, rounds=2 if quick else 3)
+        if cleanup:
+            rows += cleanup_figures(workdir, small_jobs=6 if quick else 8, rounds=2 if quick else 3)
     except Exception as error:  # noqa: BLE001 - figure 9 stands without 8 and 10
         import traceback
 
@@ -974,6 +976,7 @@ def run_all(workdir: Path, quick: bool = False) -> list[Row]:
                 [f"failed: {error!r}"[:300]],
             )
         )
-    pods, jobs = (5_000, 500) if quick else (50_000, 5_000)
-    rows += sweep_figure(workdir, pods, jobs)
+    if sweep:
+        pods, jobs = (5_000, 500) if quick else (50_000, 5_000)
+        rows += sweep_figure(workdir, pods, jobs)
     return rows
