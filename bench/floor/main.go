@@ -291,7 +291,8 @@ func deletePod(ctx context.Context, c *rest.RESTClient, podsPath string, p pod) 
 	if err != nil {
 		return 0, nil, err
 	}
-	return call(ctx, c.Delete().AbsPath(podsPath, url.PathEscape(p.name)).Body(body))
+	// The REST client sets no Content-Type for a []byte body; podsweeper sends one.
+	return call(ctx, c.Delete().AbsPath(podsPath, url.PathEscape(p.name)).SetHeader("Content-Type", jsonType).Body(body))
 }
 
 // cpuSeconds is this process's user + system CPU time so far.
