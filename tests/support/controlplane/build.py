@@ -7,6 +7,7 @@ build's own output: tests must fail, never skip, when the control plane is missi
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -34,6 +35,9 @@ class GoBinary:
     module_dir: Path
     # Extra -X flags (a version stamp); part of the cache key, so a change builds anew.
     stamp: tuple[str, ...] = ()
+    # What the progress lines say: how long a cold build takes, every how many packages a line.
+    cold_build: str = "5-20 minutes"
+    progress_every: int = 200
 
     @property
     def path(self) -> Path:
@@ -43,6 +47,14 @@ class GoBinary:
     @property
     def ldflags(self) -> str:
         return " ".join(["-s", "-w", *(f"-X {flag}" for flag in self.stamp)])
+
+
+def source_digest(directory: Path, names: tuple[str, ...] = ("go.mod", "go.sum", "main.go")) -> str:
+    """The cache key of a binary built from our own Go sources: an edit builds anew."""
+    digest = hashlib.sha256()
+    for name in names:
+        digest.update((directory / name).read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def kubernetes_version_stamp(version: str) -> tuple[str, ...]:
@@ -93,7 +105,7 @@ def ensure_built(binary: GoBinary, log=sys.stderr) -> Path:
     partial = binary.path.with_suffix(".partial")
     print(
         f"building {binary.name} {binary.version} from {binary.package} "
-        "(cold builds take 5-20 minutes on 2 cores)...",
+        f"(cold builds take {binary.cold_build} on 2 cores)...",
         file=log,
         flush=True,
     )
@@ -113,7 +125,7 @@ def ensure_built(binary: GoBinary, log=sys.stderr) -> Path:
     for line in proc.stdout:
         tail = (tail + [line.rstrip()])[-60:]
         packages += 1
-        if packages % 200 == 0:
+        if packages % binary.progress_every == 0:
             print(
                 f"  {binary.name}: {packages} packages compiled, {time.monotonic() - started:.0f}s",
                 file=log,

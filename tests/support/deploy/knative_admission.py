@@ -12,13 +12,13 @@ rebuilds it; a build failure raises with go's output.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
+from tests.support.controlplane.build import source_digest
 from tests.support.tools.kustomize import cache_root
 
 MODULE_DIR = Path(__file__).parent / "knativevalidate"
@@ -29,10 +29,7 @@ class AdmissionError(RuntimeError):
 
 
 def binary_path() -> Path:
-    digest = hashlib.sha256()
-    for name in ("go.mod", "go.sum", "main.go"):
-        digest.update((MODULE_DIR / name).read_bytes())
-    return cache_root() / f"knativevalidate-{digest.hexdigest()[:12]}" / "knativevalidate"
+    return cache_root() / f"knativevalidate-{source_digest(MODULE_DIR)}" / "knativevalidate"
 
 
 def ensure_built() -> Path:
