@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from dataclasses import dataclass
-
-from kubernetes.client.exceptions import ApiException
+from typing import Any
 
 from podsweeper.cluster.kube import KubeCluster
+from podsweeper.cluster.kube.transport import Answer
 from podsweeper.kinds import GROUP
 from podsweeper.ownership import JOB_NAME_LABEL, LEGACY_GROUP_LABEL, LEGACY_JOB_NAME_LABEL
 from tests.fixtures.builders import PLURALS
@@ -25,17 +24,8 @@ from tests.fixtures.builders import PLURALS
 PLURAL_KINDS = set(PLURALS.values())
 
 
-@dataclass
-class Response:
-    data: bytes
-
-
-def _not_found() -> ApiException:
-    return ApiException(status=404, reason="Not Found")
-
-
 class MemoryApi:
-    """State the stream has shown, answering like CoreV1Api / CustomObjectsApi."""
+    """State the stream has shown, answering the function's requests as transport.Api would."""
 
     def __init__(self) -> None:
         self.pods: dict[tuple[str, str], tuple[str, bytes]] = {}  # (ns, name) -> (uid, body)
@@ -90,115 +80,124 @@ class MemoryApi:
 
     def cluster(self) -> KubeCluster:
         """The function's own KubeCluster, talking to this in-memory API."""
-        cluster = KubeCluster.__new__(KubeCluster)
-        cluster.api, cluster.deadline = None, None
-        cluster.core, cluster.custom = _Core(self), _Custom(self)
-        return cluster
+        return KubeCluster(self)  # type: ignore[arg-type]  # answers as transport.Api does
 
+    # -- the transport: what transport.Api.request does over HTTP, as dict lookups ------------
+    def request(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "",
+        timeout: float | None = None,
+    ) -> Answer:
+        parts = path.strip("/").split("/")
+        query = query or {}
+        if parts[:2] == ["api", "v1"] and len(parts) >= 5 and parts[2] == "namespaces":
+            namespace, resource, rest = parts[3], parts[4], parts[5:]
+            handler = {
+                "pods": self._pods,
+                "configmaps": self._config_maps,
+                "events": self._events,
+            }.get(resource)
+            if handler is not None:
+                return handler(method, namespace, rest, query, _body(body))
+        if parts[0] == "apis" and len(parts) == 7 and parts[3] == "namespaces" and method == "GET":
+            _, _group, _version, _, namespace, plural, name = parts
+            self.calls["GET", plural] += 1
+            found = self.jobs.get((namespace, plural, name))
+            return Answer(200, found) if found is not None else NOT_FOUND
+        raise NotImplementedError(f"{method} {path} (the benchmark stream has no sweeps)")
 
-class _Core:
-    def __init__(self, api: MemoryApi):
-        self.api = api
+    def _pods(self, method: str, namespace: str, rest: list[str], query: dict, body: Any) -> Answer:
+        if not rest and method == "GET":
+            self.calls["LIST", "pods"] += 1
+            selector = query.get("labelSelector", "")
+            terms = dict(term.partition("=")[::2] for term in selector.split(","))
+            if set(terms) == {JOB_NAME_LABEL}:
+                items = self.by_job.get((namespace, terms[JOB_NAME_LABEL]), {}).values()
+            elif (
+                set(terms) == {LEGACY_GROUP_LABEL, LEGACY_JOB_NAME_LABEL}
+                and terms[LEGACY_GROUP_LABEL] == GROUP
+            ):
+                items = self.by_legacy.get((namespace, terms[LEGACY_JOB_NAME_LABEL]), {}).values()
+            else:
+                raise NotImplementedError(f"selector {selector!r} (the benchmark stream has no sweeps)")
+            return Answer(
+                200,
+                b'{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":['
+                + b",".join(items)
+                + b"]}",
+            )
+        name = rest[0]
+        found = self.pods.get((namespace, name))
+        if rest[1:] == ["log"]:
+            # A failed run's last lines (the evidence keeper reads them before a pod goes).
+            self.calls["GET", "pods/log"] += 1
+            if found is None:
+                return NOT_FOUND
+            return Answer(
+                200, b"Traceback (most recent call last):\nRuntimeError: CUDA error: out of memory\n"
+            )
+        if method == "GET":
+            self.calls["GET", "pods"] += 1
+            return Answer(200, found[1]) if found is not None else NOT_FOUND
+        if method == "DELETE":
+            self.calls["DELETE", "pods"] += 1
+            if found is None:
+                return NOT_FOUND
+            wanted = ((body or {}).get("preconditions") or {}).get("uid")
+            if wanted is not None and wanted != found[0]:
+                return CONFLICT
+            self.deleted += 1
+            return Answer(200, self._drop_pod(namespace, name) or b"{}")
+        raise NotImplementedError(f"{method} pods/{'/'.join(rest)}")
 
-    def read_namespaced_pod(self, name, namespace, **_):
-        self.api.calls["GET", "pods"] += 1
-        found = self.api.pods.get((namespace, name))
+    def _config_maps(self, method: str, namespace: str, rest: list[str], query: dict, body: Any) -> Answer:
+        verb = {"GET": "GET", "POST": "POST", "PUT": "PUT"}[method]
+        self.calls[verb, "configmaps"] += 1
+        if method == "POST":
+            key = (namespace, body["metadata"]["name"])
+            if key in self.config_maps:
+                return CONFLICT
+            return Answer(201, self._store(key, body))
+        key = (namespace, rest[0])
+        found = self.config_maps.get(key)
         if found is None:
-            raise _not_found()
-        return Response(found[1])
-
-    def list_namespaced_pod(self, namespace, label_selector="", limit=None, _continue=None, **_):
-        self.api.calls["LIST", "pods"] += 1
-        terms = dict(term.partition("=")[::2] for term in label_selector.split(","))
-        if set(terms) == {JOB_NAME_LABEL}:
-            items = self.api.by_job.get((namespace, terms[JOB_NAME_LABEL]), {}).values()
-        elif set(terms) == {LEGACY_GROUP_LABEL, LEGACY_JOB_NAME_LABEL} and terms[LEGACY_GROUP_LABEL] == GROUP:
-            items = self.api.by_legacy.get((namespace, terms[LEGACY_JOB_NAME_LABEL]), {}).values()
-        else:
-            raise NotImplementedError(f"selector {label_selector!r} (the benchmark stream has no sweeps)")
-        return Response(
-            b'{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":['
-            + b",".join(items)
-            + b"]}"
-        )
-
-    def delete_namespaced_pod(self, name, namespace, body=None, **_):
-        self.api.calls["DELETE", "pods"] += 1
-        found = self.api.pods.get((namespace, name))
-        if found is None:
-            raise _not_found()
-        wanted = body.preconditions.uid if body is not None and body.preconditions else None
-        if wanted is not None and wanted != found[0]:
-            raise ApiException(status=409, reason="Conflict")
-        self.api.deleted += 1
-        return Response(self.api._drop_pod(namespace, name))
-
-    def read_namespaced_pod_log(self, name, namespace, **_):
-        """A failed run's last lines (the evidence keeper reads them before a pod goes)."""
-        self.api.calls["GET", "pods/log"] += 1
-        if (namespace, name) not in self.api.pods:
-            raise _not_found()
-        return Response(b"Traceback (most recent call last):\nRuntimeError: CUDA error: out of memory\n")
-
-    def read_namespaced_config_map(self, name, namespace, **_):
-        self.api.calls["GET", "configmaps"] += 1
-        found = self.api.config_maps.get((namespace, name))
-        if found is None:
-            raise _not_found()
-        return Response(json.dumps(found).encode())
-
-    def create_namespaced_config_map(self, namespace, body, **_):
-        self.api.calls["POST", "configmaps"] += 1
-        key = (namespace, body["metadata"]["name"])
-        if key in self.api.config_maps:
-            raise ApiException(status=409, reason="AlreadyExists")
-        return Response(self._store(key, body))
-
-    def replace_namespaced_config_map(self, name, namespace, body, **_):
-        self.api.calls["PUT", "configmaps"] += 1
-        key = (namespace, name)
-        found = self.api.config_maps.get(key)
-        if found is None:
-            raise _not_found()
+            return NOT_FOUND
+        if method == "GET":
+            return Answer(200, json.dumps(found).encode())
         if body["metadata"].get("resourceVersion") != found["metadata"]["resourceVersion"]:
-            raise ApiException(status=409, reason="Conflict")
-        return Response(self._store(key, body))
+            return CONFLICT
+        return Answer(200, self._store(key, body))
 
     def _store(self, key, body) -> bytes:
         stored = json.loads(json.dumps(body))
-        stored["metadata"]["resourceVersion"] = str(len(self.api.config_maps) + sum(self.api.calls.values()))
-        self.api.config_maps[key] = stored
+        stored["metadata"]["resourceVersion"] = str(len(self.config_maps) + sum(self.calls.values()))
+        self.config_maps[key] = stored
         return json.dumps(stored).encode()
 
-    def create_namespaced_event(self, namespace, body, **_):
-        self.api.calls["POST", "events"] += 1
-        key = (namespace, body["metadata"]["name"])
-        if key in self.api.events:
-            raise ApiException(status=409, reason="AlreadyExists")
-        self.api.events[key] = body
-        return Response(json.dumps(body).encode())
-
-    def read_namespaced_event(self, name, namespace, **_):
-        self.api.calls["GET", "events"] += 1
-        found = self.api.events.get((namespace, name))
+    def _events(self, method: str, namespace: str, rest: list[str], query: dict, body: Any) -> Answer:
+        self.calls[method, "events"] += 1
+        if method == "POST":
+            key = (namespace, body["metadata"]["name"])
+            if key in self.events:
+                return CONFLICT
+            self.events[key] = body
+            return Answer(201, json.dumps(body).encode())
+        found = self.events.get((namespace, rest[0]))
         if found is None:
-            raise _not_found()
-        return Response(json.dumps(found).encode())
-
-    def patch_namespaced_event(self, name, namespace, body, **_):
-        self.api.calls["PATCH", "events"] += 1
-        found = self.api.events[(namespace, name)]
-        found.update(body)
-        return Response(json.dumps(found).encode())
+            return NOT_FOUND
+        if method == "PATCH":
+            found.update(body)
+        return Answer(200, json.dumps(found).encode())
 
 
-class _Custom:
-    def __init__(self, api: MemoryApi):
-        self.api = api
+def _body(body: Any) -> Any:
+    """The request body as the API server reads it: JSON, sent as bytes or a dict."""
+    return json.loads(body) if isinstance(body, (bytes, str)) else body
 
-    def get_namespaced_custom_object(self, group, version, namespace, plural, name, **_):
-        self.api.calls["GET", plural] += 1
-        found = self.api.jobs.get((namespace, plural, name))
-        if found is None:
-            raise _not_found()
-        return Response(found)
+
+NOT_FOUND = Answer(404, b'{"kind":"Status","code":404}', reason="Not Found")
+CONFLICT = Answer(409, b'{"kind":"Status","code":409}', reason="Conflict")
