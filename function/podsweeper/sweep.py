@@ -332,9 +332,9 @@ class Sweeper:
         try:
             for index, key in enumerate(order):
                 if deadline is not None and time.monotonic() > deadline - 1.0:
-                    return self._stopped(SweepEnd.TIME_BOUND, f"after {index} of {len(order)} jobs")
+                    return self._stopped(SweepEnd.TIME_BOUND, f"after {index} of {len(order)} jobs", run)
                 if left <= 0:
-                    return self._stopped(SweepEnd.DELETE_CAP, f"after {index} of {len(order)} jobs")
+                    return self._stopped(SweepEnd.DELETE_CAP, f"after {index} of {len(order)} jobs", run)
                 try:
                     result = self.passes.run(candidates[key], cluster, now)
                     left -= act(result.decisions, min(result.bound, left))
@@ -343,7 +343,7 @@ class Sweeper:
                         raise  # the API failed: 503, the source retries
                     # Out of time within a pass: what it did is reported; this job comes first next time.
                     return self._stopped(
-                        SweepEnd.TIME_BOUND, f"in the pass of job {index + 1} of {len(order)}"
+                        SweepEnd.TIME_BOUND, f"in the pass of job {index + 1} of {len(order)}", run
                     )
                 done = index + 1
         finally:
@@ -357,6 +357,10 @@ class Sweeper:
         return SweepReport(SweepEnd.DONE, f"swept {len(order)} job(s) needing action{listed}")
 
     @staticmethod
-    def _stopped(end: SweepEnd, where: str) -> SweepReport:
+    def _stopped(end: SweepEnd, where: str, run: SweepRun) -> SweepReport:
         at = "at its time bound" if end is SweepEnd.TIME_BOUND else "at PODSWEEPER_MAX_DELETES_PER_EVENT"
-        return SweepReport(end, f"sweep stopped {at} {where}; the next sweep passes the jobs left first")
+        return SweepReport(
+            end,
+            f"sweep stopped {at} {where}; the next sweep passes the jobs left first; "
+            f"listed {run.listed_pods} training pod(s)",
+        )
