@@ -123,13 +123,16 @@ class Sweeper:
     _round: defaultdict[tuple[str, str], int] = field(
         default_factory=lambda: defaultdict(int), init=False, repr=False
     )
+    # Each scope's job indexes ({kind: {job key: job}}), listed once a round: re-listing 20,000
+    # jobs on every tick of a round would leave a tick no time for pods.
+    _indexes: dict[int, dict[str, dict[JobKey, Job]]] = field(default_factory=dict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def sweep(
         self, cluster: Cluster, now: datetime, deadline: float | None, act: Act, run: SweepRun
     ) -> SweepReport:
         """Each scope's pods are streamed page by page, each page decided and dropped, against an
-        index of the jobs of each kind met (listed when its first pod shows up): memory holds the
+        index of the jobs of each kind met (listed when its first pod shows up, once a round): memory holds the
         jobs and the candidates, never all pods. A job created after its index was read makes its
         pods look orphaned here, but every candidate is re-read by its pass before anything is
         decided. The listing stops after the page that ends its share of the time bound (always
@@ -143,6 +146,9 @@ class Sweeper:
         try:
             went_on = self._nominate(cluster, now, deadline, run, position)
             run.round_done = went_on is None
+            if run.round_done:
+                with self._lock:
+                    self._indexes = {}  # memory holds no job between rounds
         finally:
             with self._lock:
                 self._position = went_on
@@ -174,7 +180,10 @@ class Sweeper:
         scopes: list[str | None] = [*sorted(self.settings.namespace_set)] or [None]
         start = self.clock()
         list_until = None if deadline is None else start + LIST_SHARE * max(0.0, deadline - time.monotonic())
-        at = at if at is not None and at.scope < len(scopes) else ListPosition(0)
+        if at is None or at.scope >= len(scopes):
+            at = ListPosition(0)
+            with self._lock:
+                self._indexes = {}  # a new round reads the jobs anew
         for index in range(at.scope, len(scopes)):
             namespace = scopes[index]
             pages = cluster.training_pod_pages(
@@ -182,7 +191,8 @@ class Sweeper:
                 chained=self.settings.stuck_terminating_seconds is not None,
                 resume=(at.resume if index == at.scope else "") or None,
             )
-            indexes: dict[str, dict[JobKey, Job]] = {}
+            with self._lock:
+                indexes = self._indexes.setdefault(index, {})
             for page in pages:
                 self._nominate_v1(page, indexes, namespace, cluster, now, run)
                 if page.resume is not None and list_until is not None and self.clock() >= list_until:
@@ -204,7 +214,7 @@ class Sweeper:
         run: SweepRun,
     ) -> None:
         """v1 candidates from a page of the scope's pods as listed; stuck ones for rule
-        stuck-terminating. Each kind's jobs are listed once per sweep, when its first pod shows
+        stuck-terminating. Each kind's jobs are listed once per round, when its first pod shows
         up (`indexes`): no LIST for a kind the scope runs none of."""
         stuck_rule = self.settings.stuck_terminating_seconds is not None
         run.listed_pods += len(page.pods)
