@@ -5,8 +5,10 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import platform
+import subprocess
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass
@@ -54,7 +56,27 @@ def machine() -> dict[str, str]:
         "os": f"{platform.system()} {platform.release()}",
         "load average at start": load,
         "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": _commit(),
     }
+
+
+def _commit() -> str:
+    """The commit the run measured, and whether the tree had changes on top of it."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+    return (head or "?") + (" (with uncommitted changes)" if dirty else "")
 
 
 def _cell(text: str) -> str:
