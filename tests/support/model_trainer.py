@@ -399,8 +399,8 @@ def trainer_line(draw, index: int, taken: frozenset = frozenset()) -> list[tuple
                 js.created if js is not None and js.created is not None else created,
             )
             t = max(t, _seconds(finished_at))
-            # With a deadline, most fail at it (what kubeflow/trainer#3833 leaves behind).
-            deadline_failed = tj.active_deadline is not None and draw(st.integers(0, 2)) > 0
+            # With a deadline, it fails at it (what kubeflow/trainer#3833 leaves behind).
+            deadline_failed = tj.active_deadline is not None
             how = "Failed" if deadline_failed else draw(st.sampled_from(FINISHED_KINDS))
             other = tuple(
                 (c, "False", finished_at) for c in FINISHED_KINDS if c != how and draw(st.booleans())
@@ -423,7 +423,7 @@ def trainer_line(draw, index: int, taken: frozenset = frozenset()) -> list[tuple
                     story.delete(t + draw(st.integers(0, 40)), pod)
                 else:
                     staying.append(pod)
-            if reason and staying and draw(st.booleans()):
+            if reason and staying and draw(st.integers(0, 3)) > 0:
                 # kubeflow/trainer#3833's leak goes on: a pod still running reports again later,
                 # past the operator grace (its status changes as its containers run).
                 t = story.change(t + draw(st.sampled_from([45, 150, 400])), draw(st.sampled_from(staying)))
