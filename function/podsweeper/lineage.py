@@ -51,13 +51,16 @@ class Lineage:
         return jobset if self.owns(jobset, self.ref.kind.kind, job.uid) else None
 
     def active_pods(self, jobset: Intermediate) -> list[Pod]:
-        """Pending/Running pods the JobSet made (its uid on them), under a batch Job."""
+        """Pending/Running pods the JobSet runs: its uid on them, under a batch Job it controls
+        (a Job left without it keeps its pods when the JobSet goes: not the JobSet's to free)."""
         uid_label = self.chain.uid_label
+        jobs = {j.uid for j in self.batch_jobs if self.owns(j, jobset.link.kind, jobset.uid)}
         return [
             p
             for p in self.pods
             if p.active
             and not p.terminating
             and p.batch_job is not None
+            and p.batch_job.uid in jobs
             and p.labels.get(uid_label) == jobset.uid
         ]

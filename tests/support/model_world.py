@@ -19,7 +19,7 @@ v2beta1 launcher chains (MPIJob -> batch Job `<name>-launcher` -> Pod, model_mpi
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from hypothesis import strategies as st
@@ -332,7 +332,7 @@ def settings_strategy(*, max_deletes=st.just(1000), dry_run=st.just(False)) -> s
             "exclude_namespaces": st.sampled_from(["kube-system", "kube-system", "kube-system,team-a", ""]),
             "orphan_grace_seconds": st.sampled_from([0, 30, 120]),
             "crashloop_restarts": st.sampled_from([1, 3, 5]),
-            "crashloop_action": st.sampled_from(["warn", "warn", "delete", "suspend"]),
+            "crashloop_action": st.sampled_from(["warn", "delete", "suspend"]),
             "sweep_active_pods": st.sampled_from([True, True, True, False]),
             "operator_grace_seconds": st.sampled_from([30, 30, 0, 120]),
             "max_deletes_per_event": max_deletes,
@@ -433,14 +433,108 @@ def container_spec(draw) -> ContainerSpec:
     )
 
 
+# The seed's running job, and what its workers' restart counts grow through as they crash-loop.
+SEED_RUNNING = (("Created", "True"), ("Running", "True"))
+SEED_RESTARTS = (1, 3, 5, 8)
+
+
 @st.composite
-def _pod_track(draw, index: int, lines: list) -> tuple[list[PodSpec], bool]:
+def _seed_story(draw, taken: frozenset) -> list[tuple[int, str, object]]:
+    """The lab note's story, drawn often so its rules are met in every run of the generator,
+    not by luck: a job with no backoffLimit whose workers crash-loop, restarts growing; the job
+    may then be marked Succeeded (its master done) while they loop on. (seconds, verb, spec)."""
+    free = [(k, ns, n) for k in KINDS for ns in NAMESPACES for n in JOB_NAMES if (k, ns, n) not in taken]
+    kind, namespace, name = draw(st.sampled_from(free))
+    running = JobSpec(
+        kind=kind,
+        api_version="kubeflow.org/v1",
+        namespace=namespace,
+        name=name,
+        uid=f"seed-job-{kind}-{namespace}-{name}",
+        run_policy_clean=draw(st.sampled_from(CLEAN_POLICIES)),
+        top_level_clean=None,
+        backoff_limit=None,
+        active_deadline=None,
+        restart_policy=draw(st.sampled_from(RESTART_POLICIES)),
+        skip=draw(st.sampled_from(SKIP_VALUES)),
+        conditions=SEED_RUNNING,
+    )
+    start = draw(st.integers(0, 600))
+    items = [(start, "add", running)]
+    end = start
+    for index in range(draw(st.integers(1, 2))):
+        t = start + draw(st.integers(1, 60))
+        created = T0 + timedelta(seconds=t)
+        pod = PodSpec(
+            namespace,
+            f"{name}-worker-{3 + index}",  # not a name the other pod tracks draw
+            f"seed-pod-{kind}-{namespace}-{name}-{index}",
+            _owner("owned", running, name, kind, running.uid),
+            _labels("owned", name, kind),
+            "Running",
+            (),
+            draw(st.sampled_from(SKIP_VALUES)),
+            False,
+            created,
+            draw(st.sampled_from((None, *NODES))),
+        )
+        for position, restarts in enumerate(SEED_RESTARTS[: draw(st.integers(1, len(SEED_RESTARTS)))]):
+            t += draw(st.integers(1, 200)) if position else 0
+            items.append(
+                (
+                    t,
+                    "add" if position == 0 else "update",
+                    replace(pod, containers=(ContainerSpec("crashloop", restarts, 1),)),
+                )
+            )
+        end = max(end, t)
+    if draw(st.booleans()):  # its master done: Succeeded, the workers looping on
+        t = end + draw(st.integers(1, 100))
+        done = SEED_RUNNING[:1] + (("Running", "False"), ("Succeeded", "True"))
+        items.append(
+            (
+                t,
+                "update",
+                replace(
+                    running,
+                    conditions=done,
+                    since=T0 + timedelta(seconds=t - draw(st.sampled_from(FINISHED_BEFORE_SHOWN[:-1]))),
+                ),
+            )
+        )
+    return items
+
+
+# A job's finish as its conditions date it, seconds before the change that shows it (or, None,
+# at T0: long before most of the stream): the finish is mostly recent, so the operator grace
+# (cleanPodPolicy Running/All: the operator's own cleanup comes first) is met within a stream.
+FINISHED_BEFORE_SHOWN = (0, 0, 5, 20, 60, None)
+
+
+def _finished_when(draw, spec: JobSpec, t: int, turned):
+    """The job state with `since` when it finished (kept while it stays finished the same way),
+    and that (kind, since) for the next state."""
+    kind = next((k for k, s in spec.conditions if k in ("Succeeded", "Failed") and s == "True"), None)
+    if kind is None:
+        return spec, None
+    if turned is None or turned[0] != kind:
+        before = draw(st.sampled_from(FINISHED_BEFORE_SHOWN))
+        turned = (kind, None if before is None else T0 + timedelta(seconds=t - before))
+    return replace(spec, since=turned[1]), turned
+
+
+@st.composite
+def _pod_track(draw, index: int, lines: list) -> tuple[list[dict], bool, tuple | None]:
+    """A pod's states, whether someone deletes it at the end, and the job line it is attached
+    to ((kind, namespace, name); None: a pod of no generated job)."""
     style = draw(st.sampled_from(OWNERSHIP))
+    line = None
     if lines and style != "bare" and draw(st.integers(0, 9)) > 0:
         incarnations, line_kind, line_ns, line_name = draw(st.sampled_from(lines))
         # Mostly the latest incarnation; sometimes an earlier uid of a re-created job.
         job = (incarnations[-1] if draw(st.integers(0, 2)) else draw(st.sampled_from(incarnations)))[0][0]
         kind, namespace, job_name, owner_uid = line_kind, line_ns, line_name, job.uid
+        line = (line_kind, line_ns, line_name)
     else:  # a pod naming a job the stream never shows
         job, kind = None, draw(st.sampled_from(KINDS))
         namespace, job_name = draw(st.sampled_from(NAMESPACES)), draw(st.sampled_from(JOB_NAMES))
@@ -471,7 +565,7 @@ def _pod_track(draw, index: int, lines: list) -> tuple[list[PodSpec], bool]:
                 node=node,
             )
         )
-    return states, draw(st.integers(0, 3)) == 0  # deleted by someone at the end
+    return states, draw(st.integers(0, 3)) == 0, line  # deleted by someone at the end
 
 
 @st.composite
@@ -490,10 +584,12 @@ def scenarios(draw, settings=None) -> Scenario:
 
     def track(states, deleted, start):
         nonlocal order
-        t = start
+        t, turned = start, None  # turned: (finished kind, when) of the job's last state
         for position, spec in enumerate(states):
             if position:
                 t += draw(st.integers(1, 200))
+            if isinstance(spec, JobSpec):
+                spec, turned = _finished_when(draw, spec, t, turned)
             timed.append((t, order, "add" if position == 0 else "update", spec))
             order += 1
         if deleted:
@@ -502,14 +598,19 @@ def scenarios(draw, settings=None) -> Scenario:
             order += 1
         return t
 
-    for incarnations, *_ in lines:
+    line_starts: dict[tuple, int] = {}  # (kind, namespace, name) -> the second its job is first shown
+    for incarnations, kind, namespace, name in lines:
         t = draw(st.integers(0, 600))
+        line_starts[(kind, namespace, name)] = t
         for states, deleted in incarnations:
             t = track(states, deleted, t) + draw(st.integers(1, 100))
     pod_lives: dict[tuple, int] = {}
-    for states, deleted in pods:
+    for states, deleted, line in pods:
         key = (states[0]["namespace"], states[0]["name"])
-        t = max(draw(st.integers(0, 900)), pod_lives.get(key, -1) + 1)
+        t = draw(st.integers(0, 900))
+        if line is not None and draw(st.integers(0, 2)) > 0:  # mostly made once its job is shown
+            t = max(t, line_starts[line] + draw(st.integers(1, 60)))
+        t = max(t, pod_lives.get(key, -1) + 1)
         created = T0 + timedelta(seconds=t)
         specs = [
             PodSpec(**{**s, "created": created if s["created"] == "at-add" else s["created"]}) for s in states
@@ -538,6 +639,11 @@ def scenarios(draw, settings=None) -> Scenario:
         items = draw(model_mpi.launcher_line(index, frozenset(mpi_taken)))
         mpi_taken.add((items[0][2].namespace, items[0][2].name))
         for t, verb, spec in items:
+            timed.append((t, order, verb, spec))
+            order += 1
+    if draw(st.integers(0, 2)) == 0:  # the seed's own story, in a job key no line above has
+        taken_keys = {(kind, ns, name) for _, kind, ns, name in lines} | {("MPIJob", *k) for k in mpi_taken}
+        for t, verb, spec in draw(_seed_story(frozenset(taken_keys))):
             timed.append((t, order, verb, spec))
             order += 1
     nodes = {name: draw(st.sampled_from(NODE_STATES)) for name in NODES}  # drawn last, as above

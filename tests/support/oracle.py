@@ -58,7 +58,8 @@ never about a pod:
 * deadline-exceeded-jobset-running: the TrainJob exists, its Failed condition is "True" with
   reason DeadlineExceeded since finished_at at least the operator grace ago, and its own
   JobSet (as above) was created at or before finished_at and still has a Pending or Running
-  pod (not terminating, controlled by a batch Job) labelled with its uid: delete that JobSet;
+  pod (not terminating, controlled by a batch Job the JobSet controls) labelled with its uid:
+  delete that JobSet;
   skip when the TrainJob or the JobSet opts out. (Trainer deletes it once at the deadline and
   never again when that fails, kubeflow/trainer#3833.)
 * unbounded-jobset-restarts: on a JobSet add only, the TrainJob exists, has not finished,
@@ -413,8 +414,8 @@ class World:
 
     def left_to_operator(self, job: JobSpec, pod: PodSpec, now: datetime) -> bool:
         """Whether the operator's own cleanup still has time for this pod: its cleanPodPolicy
-        names it (Running: Pending/Running pods; All: every pod) and the job finished (every
-        generated condition turned at T0) less than the operator grace ago."""
+        names it (Running: Pending/Running pods; All: every pod) and the job finished (its
+        conditions turned at `since`, or T0) less than the operator grace ago."""
         policy = clean_pod_policy(job)
         owned = policy == "All" or (policy == "Running" and pod.phase in ("Pending", "Running"))
         grace = self.settings.get("operator_grace_seconds", 30)
@@ -543,12 +544,19 @@ class World:
         grace = self.settings.get("operator_grace_seconds", DEFAULT_GRACE)
         if (now - failed_at).total_seconds() < grace or own.created is None or own.created > failed_at:
             return False
+        # Its own Jobs: a Job no longer controlled by it keeps its pods when the JobSet goes.
+        jobs = {
+            w.uid
+            for w in self.workloads.values()
+            if w.kind == BATCH_JOB and controlled_by(w, JOBSET, own.uid)
+        }
         return any(
             p.label(JOBSET_UID) == own.uid
             and p.phase in ("Pending", "Running")
             and not p.terminating
             and p.owner is not None
             and p.owner.kind == BATCH_JOB
+            and p.owner.uid in jobs
             for p in self.pods.values()
         )
 

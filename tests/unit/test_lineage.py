@@ -411,3 +411,16 @@ def test_deadline_exceeded_jobset_running_is_decided_on_the_trainjob_update_too_
     ]
     (gpus,) = {a.decision.gpus for a in outcome.applied}
     assert gpus == 2  # the two GPUs its running pods held
+
+
+def test_deadline_exceeded_jobset_running_counts_only_the_pods_of_its_own_jobs():
+    """A Job left without the JobSet (its ownerReference gone) keeps its pods when the JobSet
+    goes: they are not the JobSet's to free, so they do not make it a leftover (the Job itself
+    is an orphan's). Found by the generated worlds."""
+    tj = deadline_failed()
+    js, job, pods = leftover(tj)
+    job["metadata"]["ownerReferences"] = []
+    outcome = handle(world(tj, js, job, *pods), ping(at(600)), now=600)
+    rules = {(d[0], d[2]) for d in decided(outcome)}
+    assert (Rule.DEADLINE_EXCEEDED_JOBSET_RUNNING, "JobSet") not in rules, rules
+    assert (Rule.ORPHAN, "Job") in rules, rules

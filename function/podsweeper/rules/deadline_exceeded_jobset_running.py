@@ -48,7 +48,8 @@ def check(lineage: Lineage, ctx: Context) -> list[Finding]:
 SPEC = RuleSpec(
     Rule.DEADLINE_EXCEEDED_JOBSET_RUNNING,
     "a TrainJob `Failed` with reason `DeadlineExceeded` for `PODSWEEPER_OPERATOR_GRACE_SECONDS` whose own "
-    "JobSet (made before the deadline, not ended, not suspended) still runs pods (Trainer's one delete "
+    "JobSet (made before the deadline, not ended, not suspended) still runs pods under its own Jobs "
+    "(Trainer's one delete "
     "failed, kubeflow/trainer#3833)",
     "delete that JobSet (background, uid precondition), and with it its Jobs and pods, as Trainer meant to",
     frozenset({Action.DELETE}),
