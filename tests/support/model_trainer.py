@@ -67,6 +67,7 @@ ENDINGS = ("stays", "stays", "background", "racing", "stripped")
 DELETED = ("background", "background", "racing", "stripped")  # before a TrainJob of the same name
 # Opt-outs on TrainJobs more often than on pods: each v2 rule's skip needs one.
 TRAINJOB_SKIPS = OFTEN_SKIP_VALUES
+DEADLINE_SKIPS = (None, "true", "false", "True", None, "TRUE")
 # How long after the TrainJob finished its JobSet comes back.
 RECREATED_AFTER = (1, 20, 200)
 TRAINER_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
@@ -410,7 +411,8 @@ def trainer_line(draw, index: int, taken: frozenset = frozenset()) -> list[tuple
             # failed, kubeflow/trainer#3833: its pods may run on); without one, for another reason.
             reason = "DeadlineExceeded" if how == "Failed" and tj.active_deadline is not None else ""
             if shown:
-                skip = draw(st.sampled_from(TRAINJOB_SKIPS))
+                # A deadline leftover's opt-out half the time: its skip is a case of its own.
+                skip = draw(st.sampled_from(DEADLINE_SKIPS if reason else TRAINJOB_SKIPS))
                 t = story.change(t, tj, conditions=conditions, skip=skip, failed_reason=reason)
                 tj = story.latest[tj.uid]
             staying = []
