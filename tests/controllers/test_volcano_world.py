@@ -158,15 +158,27 @@ def test_seed_job_under_volcano_then_its_workers_removed(ns, record_property):
         ),
         timeout=30,
     )
+
+    # Until Volcano's cache holds all 22 pods its gang check alone refuses the job ("19/19 tasks
+    # in gang unschedulable: ... 19 Pending, 22 minAvailable"; CI saw it); once it does, the
+    # node predicates run and name the GPUs the workers hold.
+    def messages() -> list[str]:
+        return [
+            e.message
+            for e in events(core, name, "PodGroup", "Unschedulable")
+            if e.involved_object.name == "next"
+        ]
+
+    wait_for(
+        "Volcano names the GPU shortage for next",
+        lambda: any("Insufficient nvidia.com/gpu" in m for m in messages()),
+        timeout=30,
+    )
     time.sleep(2)  # two more scheduling cycles (1 s each)
     assert not any(p.spec.node_name for p in pods(core, name, "next")), (
         "gang job bound while 21 GPUs are free"
     )
-    message = [
-        e.message for e in events(core, name, "PodGroup", "Unschedulable") if e.involved_object.name == "next"
-    ]
-    say(f"next is blocked: {message[-1]}")
-    assert "Insufficient nvidia.com/gpu" in message[-1], "blocked by the GPUs the workers hold"
+    say(f"next is blocked: {messages()}")
 
     # Remove the workers as podsweeper does; the next gang job then gets its 22 GPUs.
     removed = time.monotonic()
