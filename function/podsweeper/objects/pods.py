@@ -33,6 +33,11 @@ class ContainerState(Schema):
     terminated: ContainerStateTerminated | None = None
 
 
+# Shared empty parts (frozen): building a model instance for an absent part on every pod
+# read cost more than reading the parts that are there.
+_NO_STATE = ContainerState()
+
+
 class ContainerStatus(Schema):
     name: str = ""
     restartCount: int = 0
@@ -40,9 +45,9 @@ class ContainerStatus(Schema):
     lastState: ContainerState | None = None
 
     def view(self) -> ContainerView:
-        state = self.state or ContainerState()
+        state = self.state or _NO_STATE
         # A crash-looping container's evidence is in lastState; a dead one's in state.
-        terminated = state.terminated or (self.lastState or ContainerState()).terminated
+        terminated = state.terminated or (self.lastState or _NO_STATE).terminated
         return ContainerView(
             name=self.name,
             restart_count=self.restartCount,
@@ -75,8 +80,8 @@ class Resources(Schema):
 
         They are requested in whole units and requests equal limits; either may be given."""
         amounts: dict[str, int] = {}
-        for given in (self.requests or {}, self.limits or {}):
-            for name, value in given.items():
+        for given in (self.requests, self.limits):
+            for name, value in given.items() if given else ():
                 if "/" in name:
                     amounts[name] = max(amounts.get(name, 0), _whole(value))
         return amounts
@@ -103,11 +108,15 @@ class PodSpec(Schema):
         over its containers, or the largest init container's if that is more."""
         total: dict[str, int] = {}
         for container in self.containers or ():
-            for name, amount in (container.resources or Resources()).extended().items():
-                total[name] = total.get(name, 0) + amount
+            if container.resources is not None:
+                for name, amount in container.resources.extended().items():
+                    total[name] = total.get(name, 0) + amount
         for container in self.initContainers or ():
-            for name, amount in (container.resources or Resources()).extended().items():
-                total[name] = max(total.get(name, 0), amount)
+            if container.resources is not None:
+                for name, amount in container.resources.extended().items():
+                    total[name] = max(total.get(name, 0), amount)
+        if not total:
+            return ()
         return tuple(sorted((name, amount) for name, amount in total.items() if amount))
 
 
@@ -119,9 +128,13 @@ class PodObject(Schema):
     status: PodStatus | None = None
 
 
+_NO_STATUS = PodStatus()
+
+
 def pod_from(obj: PodObject) -> Pod:
     meta = obj.metadata
-    status = obj.status or PodStatus()
+    status = obj.status or _NO_STATUS
+    spec = obj.spec
     ownership = pod_ownership(meta.namespace, meta.owners(), meta.labels or {})
     return Pod(
         namespace=meta.namespace,
@@ -137,8 +150,8 @@ def pod_from(obj: PodObject) -> Pod:
         containers=tuple(c.view() for c in status.containerStatuses or ()),
         resource_version=meta.resourceVersion,
         started=status.startTime,
-        extended_resources=obj.spec.extended_resources() if obj.spec else (),
-        node=obj.spec.nodeName if obj.spec else None,
+        extended_resources=spec.extended_resources() if spec else (),
+        node=spec.nodeName if spec else None,
         batch_job=ownership.batch_job,
         deletion_due=meta.deletionTimestamp,
     )
