@@ -13,6 +13,7 @@ through the CloudEvents SDK, whose answer the direct read is held to (tests/unit
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -42,6 +43,7 @@ _CHUNK = 64 * 1024
 # upper-cased). A name outside [A-Z0-9] (a header with "_" or "-" in it) or one the SDK treats
 # specially goes the SDK's way, as does a structured or batched event.
 _CE_HEADER = "HTTP_CE_"
+_CE_LENGTH = len(_CE_HEADER)
 _PLAIN_NAME = re.compile(r"[A-Z0-9]+")
 _SDK_NAMES = frozenset({"DATA", "DATACONTENTTYPE", "EXTENSIONS"})
 _REQUIRED = ("id", "source", "type")
@@ -92,6 +94,15 @@ def read_body(request: flask.Request, limit: int) -> bytes:
     return body
 
 
+@functools.lru_cache(maxsize=256)  # the same dozen header names on every event
+def _attribute_name(key: str) -> str | None:
+    """The attribute a ce-* header's WSGI name carries; None if the SDK must read it."""
+    name = key[_CE_LENGTH:]
+    if name in _SDK_NAMES or _PLAIN_NAME.fullmatch(name) is None:
+        return None
+    return name.lower()
+
+
 def binary_attributes(environ: Mapping[str, Any]) -> dict[str, Any] | None:
     """A binary-mode CloudEvent's attributes as the SDK reads them, from the WSGI environ;
     None for any other request (the SDK reads those). Skips the SDK's copy of every header
@@ -100,12 +111,12 @@ def binary_attributes(environ: Mapping[str, Any]) -> dict[str, Any] | None:
     if content_type[:23].lower() == "application/cloudevents":
         return None
     attributes: dict[str, Any] = {}
-    for key, value in environ.items():
-        if key.startswith(_CE_HEADER):
-            name = key[len(_CE_HEADER) :]
-            if name in _SDK_NAMES or _PLAIN_NAME.fullmatch(name) is None:
-                return None
-            attributes[name.lower()] = value
+    # (A slice compare, not str.startswith: this loop runs over every header of every event.)
+    for key in [key for key in environ if key[:_CE_LENGTH] == _CE_HEADER]:
+        name = _attribute_name(key)
+        if name is None:
+            return None
+        attributes[name] = environ[key]
     if attributes.get("specversion") != "1.0" or not all(attributes.get(k) for k in _REQUIRED):
         return None
     if content_type:
