@@ -1,5 +1,6 @@
 """Prometheus metrics, served on /metrics of the function's own server."""
 
+import functools
 from collections.abc import Mapping
 
 from prometheus_client import Counter, Gauge, Histogram
@@ -24,6 +25,12 @@ LEFTOVER_GPUS = Gauge(
     "them less what it removed; in dry-run, what podsweeper would reclaim",
     ["namespace", "rule"],
 )
+
+
+@functools.cache  # bounded: the accepted types (and "other") times the outcomes
+def event_counter(event_type: str, outcome: str) -> Counter:
+    """The events counter's child for one label set, looked up once: every event counts."""
+    return EVENTS.labels(event_type, outcome)
 
 
 def publish_leftover(gpus: Mapping[tuple[str, str], int]) -> None:

@@ -73,7 +73,7 @@ class Service:
             outcome_label = "api_unavailable"
             raise
         finally:
-            metrics.EVENTS.labels(label, outcome_label).inc()
+            metrics.event_counter(label, outcome_label).inc()
             metrics.HANDLING.observe(time.monotonic() - started)
 
 
