@@ -17,9 +17,13 @@ from podsweeper.model import SKIP_ANNOTATION, Owner
 
 
 class Schema(BaseModel):
-    """A frozen pydantic model that ignores every field it does not name."""
+    """A frozen pydantic model that ignores every field it does not name.
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    Each model's validator is built when it first validates, not at import: a pod event
+    needs a few of these models, and building them all made the cold start twice the
+    framework's own."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
 
 class OwnerReference(Schema):
