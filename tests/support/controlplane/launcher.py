@@ -35,7 +35,7 @@ import yaml
 
 from tests.support.controlplane.build import ETCD, KUBE_APISERVER, ensure_built
 from tests.support.harness.ports import free_port
-from tests.support.harness.processes import die_with_parent, stop_group
+from tests.support.harness.processes import die_with_parent, kill_group, stop_group
 
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
@@ -79,8 +79,10 @@ class _Component:
 
     def __init__(self, name: str, argv: list[str], workdir: Path):
         self.name = name
+        self.argv = argv
+        self.workdir = workdir
         self.log_path = workdir / f"{name}.log"
-        with self.log_path.open("wb") as log:
+        with self.log_path.open("ab") as log:  # a restarted component goes on in the same log
             self.proc = subprocess.Popen(
                 argv,
                 cwd=workdir,
@@ -110,6 +112,10 @@ class _Component:
     def stop(self, timeout: float = 10.0) -> None:
         stop_group(self.proc, timeout)
 
+    def again(self) -> _Component:
+        """The same process started anew (same flags, data and port): a restart."""
+        return _Component(self.name, self.argv, self.workdir)
+
 
 class ControlPlane:
     """etcd + kube-apiserver on free loopback ports, with the Kubeflow CRDs and function RBAC.
@@ -124,10 +130,12 @@ class ControlPlane:
         install_crds: bool = True,
         install_rbac: bool = True,
         mpi_operator: bool = False,
+        audit: bool = False,
         log=sys.stderr,
         ready_timeout: float = 90.0,
     ):
         self.install_crds = install_crds
+        self.audit = audit  # log the function's writes (tests/support/audit.py reads them)
         self.install_rbac = install_rbac
         self.mpi_operator = mpi_operator  # serve the mpi-operator's MPIJob v2beta1, not v1
         self.log = log
@@ -249,12 +257,50 @@ class ControlPlane:
                     "--endpoint-reconciler-type=none",
                     "--allow-privileged=true",
                     "--profiling=false",
+                    *(self._audit_flags() if self.audit else ()),
                 ],
                 self.workdir,
             )
         )
         self._wait_ready()
         self.timings["apiserver"] = time.monotonic() - t0
+
+    def _audit_flags(self) -> list[str]:
+        from tests.support.audit import write_policy
+
+        assert self.workdir is not None
+        policy = write_policy(self.workdir / "audit-policy.yaml", USERS["function"].username)
+        return [
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json",
+            "--audit-log-mode=blocking",  # each event is on disk before the answer goes out
+        ]
+
+    @property
+    def audit_log(self) -> Path:
+        assert self.workdir is not None, "control plane is not running"
+        return self.workdir / "audit.log"
+
+    def kill(self, name: str) -> None:
+        """SIGKILL one component ("etcd" or "kube-apiserver"), as a crash or an OOM kill would."""
+        kill_group(self._component(name).proc)
+        self._say(f"{name} killed")
+
+    def revive(self, name: str) -> None:
+        """Start a killed component again with the same flags, data and port; for the API
+        server, return once it is ready."""
+        index = self._components.index(self._component(name))
+        self._components[index] = self._components[index].again()
+        if name == "kube-apiserver":
+            self._wait_ready()
+        self._say(f"{name} restarted")
+
+    def _component(self, name: str) -> _Component:
+        found = [c for c in self._components if c.name == name]
+        if not found:
+            raise ValueError(f"no component {name!r}: {[c.name for c in self._components]}")
+        return found[0]
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.ready_timeout

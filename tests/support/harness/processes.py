@@ -45,6 +45,18 @@ def stop_group(proc: subprocess.Popen | None, timeout: float = 10.0) -> None:
             continue
 
 
+def kill_group(proc: subprocess.Popen | None) -> None:
+    """SIGKILL the child's process group at once, as the OOM killer or a node's loss would end
+    it: no handler runs, nothing is flushed. Returns once it has exited."""
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(10.0)
+
+
 def children(pid: int) -> list[int]:
     """The direct children of a process (e.g. gunicorn's workers), from /proc."""
     found = []

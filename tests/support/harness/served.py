@@ -23,7 +23,7 @@ from pathlib import Path
 import requests
 
 from tests.support.harness.ports import free_port
-from tests.support.harness.processes import children, die_with_parent, memory_kb, stop_group
+from tests.support.harness.processes import children, die_with_parent, kill_group, memory_kb, stop_group
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -144,7 +144,8 @@ class Served:
     def launch(self) -> Served:
         """Start the process and return at once."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        ALL_LOGS.append(self.log_path)
+        if self.log_path not in ALL_LOGS:  # a restart goes on in the same log
+            ALL_LOGS.append(self.log_path)
         with self.log_path.open("ab") as log:
             self.started_at = time.perf_counter()
             self.proc = subprocess.Popen(
@@ -187,6 +188,20 @@ class Served:
 
     def stop(self) -> None:
         stop_group(self.proc)
+
+    def kill(self) -> None:
+        """SIGKILL master and workers at once (an OOM kill, an evicted pod): nothing finishes."""
+        kill_group(self.proc)
+
+    def restart(self, timeout: float = 30.0) -> float:
+        """A new instance on the same port, as the Deployment or Knative would start one for the
+        same Service; returns the seconds until it answered /healthz. From the main thread:
+        the child dies with the thread that started it (processes.die_with_parent)."""
+        started = time.monotonic()
+        self.stop()
+        self.launch()
+        self.wait_healthy(timeout)
+        return time.monotonic() - started
 
     def __enter__(self) -> Served:
         return self.start()

@@ -265,6 +265,7 @@ class Stack:
         kubelet_delay: float = 0.0,
         ping_schedule: str | None = None,
         source_manifest: Path | None = None,
+        function_kubeconfig: Path | None = None,
     ):
         self.cp = control_plane
         self.namespaces = [namespace] if isinstance(namespace, str) else list(namespace)
@@ -287,6 +288,9 @@ class Stack:
         self.ping_schedule = ping_schedule
         # The ApiServerSource the adapter runs (default: the shipped one; e.g. an overlay's).
         self.source_manifest = source_manifest
+        # The function's kubeconfig (default: the control plane's, as its ServiceAccount user);
+        # e.g. one through tests/support/faultproxy.py.
+        self.function_kubeconfig = function_kubeconfig
         self.ping = None  # tests.support.adapter.ping.PingDispatcher, while ticks are on
         self.pingsource: dict | None = None  # the PingSource as the API server has it
 
@@ -328,7 +332,7 @@ class Stack:
                 for namespace in self.watched:
                     self.kubelets.append(Kubelet(self.admin_api, namespace, delay=self.kubelet_delay).start())
             self.function = FunctionServer(
-                self.cp.function_kubeconfig,
+                self.function_kubeconfig or self.cp.function_kubeconfig,
                 self.namespaces,
                 env=self.function_env,
                 workdir=self.workdir,
