@@ -93,7 +93,9 @@ def big_job_and_bystander(user: User, name: str = "big", worker=FOREVER) -> tupl
     user.submit(pytorchjob("keep", {"Master": replica(1, FOREVER), "Worker": replica(3, FOREVER)}))
     user.submit(pytorchjob(name, {"Master": replica(1, FOREVER), "Worker": replica(WORKERS, worker)}))
     kept = user.wait_running("keep", 4, timeout=120)
-    pods = user.wait_made(name, [f"{name}-worker-{i}" for i in range(WORKERS)], timeout=240)
+    # All of them, the master too (CI saw every worker made before it): Running, so the
+    # master's end (finish) is what ends the job, and the pass deletes running workers.
+    pods = user.wait_running(name, WORKERS + 1, timeout=240)
     master = {f"{name}-master-0": pods.pop(f"{name}-master-0")}
     return kept, master, pods
 
