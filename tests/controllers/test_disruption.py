@@ -21,7 +21,6 @@ every 2 s) is what is left: that is what a deployment has too.
 from __future__ import annotations
 
 import json
-import re
 import secrets
 import sys
 import threading
@@ -30,7 +29,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-import requests
 
 from tests.support import audit, figures
 from tests.support.adapter.ping import FAST_SCHEDULE
@@ -87,11 +85,11 @@ def uids(pods: dict[str, dict]) -> dict[str, str]:
     return {p["metadata"]["uid"]: name for name, p in pods.items()}
 
 
-def big_job_and_bystander(user: User, name: str = "big", worker=FOREVER) -> tuple[dict, dict, dict]:
+def big_job_and_bystander(user: User, name: str = "big") -> tuple[dict, dict, dict]:
     """A running bystander job (1 master, 3 workers: named by nothing) and a job with WORKERS
     workers whose master runs until `finish(...)`: (bystander pods, master pod, worker pods)."""
     user.submit(pytorchjob("keep", {"Master": replica(1, FOREVER), "Worker": replica(3, FOREVER)}))
-    user.submit(pytorchjob(name, {"Master": replica(1, FOREVER), "Worker": replica(WORKERS, worker)}))
+    user.submit(pytorchjob(name, {"Master": replica(1, FOREVER), "Worker": replica(WORKERS, FOREVER)}))
     kept = user.wait_running("keep", 4, timeout=120)
     # All of them, the master too (CI saw every worker made before it): Running, so the
     # master's end (finish) is what ends the job, and the pass deletes running workers.
@@ -155,15 +153,6 @@ def judged(stack: Stack, named: dict[str, str], kept: dict[str, str], since: flo
 
 def _deletes(stack: Stack) -> list[audit.Write]:
     return [w for w in audit.writes(stack.cp.audit_log, namespace=stack.namespace) if w.verb == "delete"]
-
-
-def _outcomes(stack: Stack) -> dict[str, float]:
-    """podsweeper_events_total by outcome, from /metrics of the (current) instance."""
-    text = requests.get(f"{stack.function.url}/metrics", timeout=5).text
-    found: dict[str, float] = {}
-    for match in re.finditer(r'^podsweeper_events_total\{[^}]*outcome="([a-z_]+)"[^}]*\} (\S+)$', text, re.M):
-        found[match[1]] = found.get(match[1], 0.0) + float(match[2])
-    return found
 
 
 # -- killed ---------------------------------------------------------------------------------
@@ -231,6 +220,8 @@ def test_killed_while_writing_the_evidence_store(make_stack, world):
     """The function is killed as its write of a finished job's evidence ConfigMap reaches the
     API server (the write lands, its writer is gone). The store stays valid JSON, every run
     kept before the kill is still there, none twice; every worker goes."""
+    from kubernetes.client.rest import ApiException
+
     from podsweeper.cluster.kube.records import EVIDENCE_KEY
     from podsweeper.evidence import decode, store_name
 
@@ -247,15 +238,15 @@ def test_killed_while_writing_the_evidence_store(make_stack, world):
 
         def records() -> list[dict]:
             """The store's records; its text must be valid JSON whenever it exists."""
-            found = json.loads(
-                user.core.list_namespaced_config_map(user.namespace, _preload_content=False).data
-            )
-            for item in found["items"]:
-                if item["metadata"]["name"] == store:
-                    text = (item.get("data") or {})[EVIDENCE_KEY]
-                    json.loads(text)  # raises on a torn write
-                    return decode(text)
-            return []
+            try:
+                found = user.core.read_namespaced_config_map(store, user.namespace, _preload_content=False)
+            except ApiException as error:
+                if error.status == 404:
+                    return []
+                raise
+            text = (json.loads(found.data).get("data") or {})[EVIDENCE_KEY]
+            json.loads(text)  # raises on a torn write
+            return decode(text)
 
         wait_for("evidence of the crash-looping workers kept", lambda: len(records()) >= 8, 60)
         done = _kill_on(stack, proxy, "PUT", rf"/configmaps/{store}$")
@@ -382,7 +373,7 @@ def test_control_plane_restarted_mid_pass(make_stack, world, component):
         )
     assert in_time, f"the 503 took {seconds:.2f}s"
     assert recovered, f"the last worker went {gone:.1f}s after {component} was back"
-    outcomes = _outcomes(stack)
+    outcomes = stack.function.events_by_outcome()
     assert outcomes.get("error", 0) == 0, f"the function answered 500: {outcomes}"
     figures.add(
         f"disruption: 503 answers while {component} was down", int(outcomes.get("api_unavailable", 0))

@@ -60,7 +60,7 @@ def writes(log: Path, *, namespace: str | None = None) -> list[Write]:
         if namespace is not None and ref.get("namespace") != namespace:
             continue
         body = event.get("requestObject")
-        preconditions = (body or {}).get("preconditions") or {} if event["verb"] == "delete" else {}
+        preconditions = ((body or {}).get("preconditions") or {}) if event["verb"] == "delete" else {}
         found.append(
             Write(
                 verb=event["verb"],

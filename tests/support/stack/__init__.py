@@ -44,6 +44,7 @@ hand (see __main__.py); the e2e tests use `Stack` with their own control plane a
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import sys
@@ -55,6 +56,8 @@ from pathlib import Path
 import requests
 
 from tests.support.harness.served import Served, ServedError
+
+_EVENTS_SAMPLE = re.compile(r'^podsweeper_events_total\{[^}]*outcome="([a-z_]+)"[^}]*\} (\S+)$', re.M)
 
 
 class StackError(RuntimeError):
@@ -120,12 +123,16 @@ class FunctionServer(Served):
 
     def events_handled(self) -> float:
         """podsweeper_events_total summed over its labels, from /metrics."""
+        return sum(self.events_by_outcome().values())
+
+    def events_by_outcome(self) -> dict[str, float]:
+        """podsweeper_events_total by its `outcome` label (processed, ignored, bad_request,
+        api_unavailable, error), from /metrics of the running instance."""
         text = requests.get(f"{self.url}/metrics", timeout=5).text
-        return sum(
-            float(line.rsplit(" ", 1)[1])
-            for line in text.splitlines()
-            if line.startswith("podsweeper_events_total{")
-        )
+        found: dict[str, float] = {}
+        for match in _EVENTS_SAMPLE.finditer(text):
+            found[match[1]] = found.get(match[1], 0.0) + float(match[2])
+        return found
 
     def wait_idle(self, quiet: float = 0.5, timeout: float = 15.0) -> None:
         """Return once no event has been handled for `quiet` seconds (in-flight ones done)."""
