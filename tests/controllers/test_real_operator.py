@@ -35,7 +35,7 @@ import pytest
 import yaml
 
 from tests.support.harness.waiting import wait_for
-from tests.support.stack.users import condition, running
+from tests.support.stack.users import FOREVER, KINDS, condition, running
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "examples" / "pytorchjob-seed.yaml"
@@ -65,16 +65,6 @@ OUTSIDE = "ro-outside"  # ...the adapter also watches this one; the function mus
 NS_SUSPEND = "ro-suspend"  # instance 2 only (PODSWEEPER_CRASHLOOP_ACTION=suspend)
 NS_DELETE = "ro-delete"  # instance 3 only (PODSWEEPER_CRASHLOOP_ACTION=delete)
 NS_DRY = "ro-dry"  # the dry-run instance only (PODSWEEPER_DRY_RUN=true)
-
-KINDS = {  # kind -> (plural, replica specs key, the container name the webhook requires)
-    "PyTorchJob": ("pytorchjobs", "pytorchReplicaSpecs", "pytorch"),
-    "TFJob": ("tfjobs", "tfReplicaSpecs", "tensorflow"),
-    "MPIJob": ("mpijobs", "mpiReplicaSpecs", "mpi"),
-    "XGBoostJob": ("xgboostjobs", "xgbReplicaSpecs", "xgboost"),
-    "PaddleJob": ("paddlejobs", "paddleReplicaSpecs", "paddle"),
-    "JAXJob": ("jaxjobs", "jaxReplicaSpecs", "jax"),
-}
-FOREVER = {"exit-code": "0", "run-for": "1h"}
 
 
 def say(text: str) -> None:

@@ -273,6 +273,7 @@ class Stack:
         ping_schedule: str | None = None,
         source_manifest: Path | None = None,
         function_kubeconfig: Path | None = None,
+        instances: int = 1,
     ):
         self.cp = control_plane
         self.namespaces = [namespace] if isinstance(namespace, str) else list(namespace)
@@ -298,6 +299,11 @@ class Stack:
         # The function's kubeconfig (default: the control plane's, as its ServiceAccount user);
         # e.g. one through tests/support/faultproxy.py.
         self.function_kubeconfig = function_kubeconfig
+        # More than one: that many function instances behind one round-robin front
+        # (tests/support/spread.py), as a Service spreads a Deployment's pods.
+        self.instances = instances
+        self.functions: list[FunctionServer] = []
+        self.spread = None
         self.ping = None  # tests.support.adapter.ping.PingDispatcher, while ticks are on
         self.pingsource: dict | None = None  # the PingSource as the API server has it
 
@@ -338,14 +344,21 @@ class Stack:
             elif self.world_kind == "players":
                 for namespace in self.watched:
                     self.kubelets.append(Kubelet(self.admin_api, namespace, delay=self.kubelet_delay).start())
-            self.function = FunctionServer(
-                self.function_kubeconfig or self.cp.function_kubeconfig,
-                self.namespaces,
-                env=self.function_env,
-                workdir=self.workdir,
-                log=self.log,
-            ).start()
-            self.function.warm_up()
+            for index in range(self.instances):
+                function = FunctionServer(
+                    self.function_kubeconfig or self.cp.function_kubeconfig,
+                    self.namespaces,
+                    env=self.function_env,
+                    workdir=self.workdir / f"instance-{index}" if index else self.workdir,
+                    log=self.log,
+                )
+                self.functions.append(function)
+                function.start().warm_up()
+            self.function = self.functions[0]
+            if self.instances > 1:
+                from tests.support.spread import Spread
+
+                self.spread = Spread([f.url for f in self.functions]).start()
             self.start_adapter(self.mode)
             if self.ping_schedule is not None:
                 self.start_ping(self.ping_schedule)
@@ -353,6 +366,14 @@ class Stack:
             self.stop()
             raise
         return self
+
+    @property
+    def sink(self) -> str:
+        """Where the adapter and mtping send: the function, or the front over its instances."""
+        if self.spread is not None:
+            return self.spread.url
+        assert self.function is not None
+        return self.function.url
 
     def start_adapter(self, mode: str | None = None):
         """(Re)start the receive adapter, e.g. in another mode; returns once it is watching."""
@@ -364,7 +385,7 @@ class Stack:
         self.adapter = ReceiveAdapter(
             source_kubeconfig,
             source_config(self.watched, self.mode, self.source_manifest),
-            self.function.url,
+            self.sink,
             workdir=self.workdir,
             log=self.log,
         ).start()
@@ -384,11 +405,11 @@ class Stack:
         self.stop_ping()
         self.ping_schedule = schedule or self.ping_schedule or FAST_SCHEDULE
         self.ping = PingDispatcher(self.cp, workdir=self.workdir, log=self.log).start()
-        self.pingsource = install_pingsource(self.admin_api, self.function.url, self.ping_schedule)
+        self.pingsource = install_pingsource(self.admin_api, self.sink, self.ping_schedule)
         self.ping.wait_scheduled(self.pingsource)
         print(
             f"mtping: PingSource {self.pingsource['metadata']['namespace']}/"
-            f"{self.pingsource['metadata']['name']} at {self.ping_schedule!r} -> {self.function.url}",
+            f"{self.pingsource['metadata']['name']} at {self.ping_schedule!r} -> {self.sink}",
             file=self.log,
             flush=True,
         )
@@ -419,8 +440,9 @@ class Stack:
         self.cp.check_alive()
         if self.world is not None:
             self.world.check_alive()
-        if self.function is not None and not self.function.alive():
-            raise StackError(f"the function exited:\n{self.function.tail()}")
+        for function in self.functions:
+            if not function.alive():
+                raise StackError(f"the function exited:\n{function.tail()}")
         if (
             self.adapter is not None
             and self.adapter.proc is not None
@@ -439,8 +461,10 @@ class Stack:
     def stop(self) -> None:
         self.stop_ping()  # first: no tick may go to a function that is stopping
         self.stop_adapter()
-        if self.function is not None:
-            self.function.stop()
+        if self.spread is not None:
+            self.spread.stop()
+        for function in self.functions:
+            function.stop()
         for kubelet in self.kubelets:
             kubelet.stop()
         self.kubelets.clear()
@@ -456,6 +480,6 @@ class Stack:
         from tests.fixtures.builders import SECRET
         from tests.support.harness.served import retire_log
 
-        if self.function is not None:
-            retire_log(self.function.log_path, SECRET)
+        for function in self.functions:
+            retire_log(function.log_path, SECRET)
         shutil.rmtree(self.workdir, ignore_errors=True)

@@ -47,9 +47,9 @@ def _drop_namespace(stack) -> None:
 
 
 def _print_logs(stack, log) -> None:
-    function = stack.function
-    print(f"\n--- function log ({function.log_path if function else '-'}):", file=log)
-    if function is not None:
-        print("\n".join(function.log_path.read_text(errors="replace").splitlines()[-60:]), file=log)
+    for function in getattr(stack, "functions", None) or [stack.function]:
+        print(f"\n--- function log ({function.log_path if function else '-'}):", file=log)
+        if function is not None:
+            print("\n".join(function.log_path.read_text(errors="replace").splitlines()[-60:]), file=log)
     if stack.adapter is not None:
         print(f"--- adapter log ({stack.adapter.log_path}):\n{stack.adapter.tail(40)}", file=log)

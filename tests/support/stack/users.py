@@ -12,11 +12,19 @@ from tests.support.harness.waiting import wait_for
 
 GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "pytorchjobs"
 FOREVER = {"exit-code": "0", "run-for": "1h"}
+KINDS = {  # kind -> (plural, replica specs key, the container name the operator's webhook requires)
+    "PyTorchJob": ("pytorchjobs", "pytorchReplicaSpecs", "pytorch"),
+    "TFJob": ("tfjobs", "tfReplicaSpecs", "tensorflow"),
+    "MPIJob": ("mpijobs", "mpiReplicaSpecs", "mpi"),
+    "XGBoostJob": ("xgboostjobs", "xgbReplicaSpecs", "xgboost"),
+    "PaddleJob": ("paddlejobs", "paddleReplicaSpecs", "paddle"),
+    "JAXJob": ("jaxjobs", "jaxReplicaSpecs", "jax"),
+}
 
 
-def replica(count: int, sim: dict[str, str], *, policy: str = "OnFailure") -> dict:
+def replica(count: int, sim: dict[str, str], *, policy: str = "OnFailure", kind: str = "PyTorchJob") -> dict:
     """One replica spec: `count` pods whose containers behave as `sim` says (exit-code, run-for,
-    back-off); the webhook requires the container name `pytorch`."""
+    back-off), in the container the kind's webhook requires."""
     return {
         "replicas": count,
         "restartPolicy": policy,
@@ -24,20 +32,24 @@ def replica(count: int, sim: dict[str, str], *, policy: str = "OnFailure") -> di
             "metadata": {"annotations": {f"sim.podsweeper.dev/{k}": v for k, v in sim.items()}},
             "spec": {
                 "containers": [
-                    {"name": "pytorch", "image": "sim", "resources": {"requests": {"cpu": "100m"}}}
+                    {"name": KINDS[kind][2], "image": "sim", "resources": {"requests": {"cpu": "100m"}}}
                 ]
             },
         },
     }
 
 
-def pytorchjob(name: str, replicas: dict[str, dict], run_policy: dict | None = None) -> dict:
+def training_job(kind: str, name: str, replicas: dict[str, dict], run_policy: dict | None = None) -> dict:
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "PyTorchJob",
+        "kind": kind,
         "metadata": {"name": name},
-        "spec": {"runPolicy": run_policy or {}, "pytorchReplicaSpecs": replicas},
+        "spec": {"runPolicy": run_policy or {}, KINDS[kind][1]: replicas},
     }
+
+
+def pytorchjob(name: str, replicas: dict[str, dict], run_policy: dict | None = None) -> dict:
+    return training_job("PyTorchJob", name, replicas, run_policy)
 
 
 def condition(job: dict | None, type_: str) -> dict | None:
