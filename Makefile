@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 UNIT_STAMP := $(VENV)/.installed-unit
 FULL_STAMP := $(VENV)/.installed-full
 
-.PHONY: demo test lint unit replay apiserver controllers delivery bench dev fixtures mutants fresh clean source-scale
+.PHONY: demo test lint unit replay apiserver controllers delivery bench dev fixtures mutants fresh clean source-scale soak
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -81,6 +81,16 @@ dev: $(FULL_STAMP)
 SCALE_NAMESPACES ?= 1000
 source-scale: $(FULL_STAMP)
 	$(PY) -m tests.support.knative.scale --namespaces $(SCALE_NAMESPACES) --output $(CURDIR)/out/source-scale.json
+
+## An hour of churn on the real world: tests/controllers/test_soak.py at length (CI runs three
+## minutes of it), a PingSource tick a minute, a function instance killed every ten minutes.
+## Figures to out/soak-figures.json; SOAK_SEED repeats a run.
+SOAK_SECONDS ?= 3600
+SOAK_SEED ?=
+soak: $(FULL_STAMP)
+	PODSWEEPER_SOAK_SECONDS=$(SOAK_SECONDS) PODSWEEPER_SOAK_KILL_EVERY=600 PODSWEEPER_SOAK_TICK_SECONDS=60 \
+	PODSWEEPER_SOAK_SEED=$(SOAK_SEED) PODSWEEPER_FIGURES_FILE=$(CURDIR)/out/soak-figures.json \
+	$(PY) -m pytest -p no:cacheprovider -o log_cli=false tests/controllers/test_soak.py
 
 ## Seeded bugs, each in a temporary copy against the suites it names: each must be caught
 ## by a FAILED test (writes docs/mutants.md).
