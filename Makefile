@@ -90,7 +90,7 @@ SOAK_SEED ?=
 soak: $(FULL_STAMP)
 	PODSWEEPER_SOAK_SECONDS=$(SOAK_SECONDS) PODSWEEPER_SOAK_KILL_EVERY=600 PODSWEEPER_SOAK_TICK_SECONDS=60 \
 	PODSWEEPER_SOAK_SEED=$(SOAK_SEED) PODSWEEPER_FIGURES_FILE=$(CURDIR)/out/soak-figures.json \
-	$(PY) -m pytest -p no:cacheprovider -o log_cli=false tests/controllers/test_soak.py
+	$(PY) -m pytest -p no:cacheprovider -s tests/controllers/test_soak.py
 
 ## Seeded bugs, each in a temporary copy against the suites it names: each must be caught
 ## by a FAILED test (writes docs/mutants.md).

@@ -103,6 +103,7 @@ class Churn:
             start,
             0,
         )
+        next_report = start + max(30.0, self.seconds / 12)
         while time.monotonic() < end:
             now = time.monotonic()
             if now >= next_job:
@@ -120,6 +121,9 @@ class Churn:
             if now >= next_sample:
                 self._sample()
                 next_sample = now + 10.0
+            if now >= next_report:
+                self._progress(now - start)
+                next_report = now + max(30.0, self.seconds / 12)
             time.sleep(0.1)
         self._sample()
         self.stack.check_alive()
@@ -192,6 +196,15 @@ class Churn:
         self.generation[index] += 1
         self.kills.append((index, took))
         print(f"soak: killed instance {index}; healthy again in {took:.2f}s", file=self.log, flush=True)
+
+    def _progress(self, elapsed: float) -> None:
+        answers = self.stack.spread.by_status() if self.stack.spread is not None else {}
+        print(
+            f"soak: {elapsed:.0f}/{self.seconds:.0f}s: {sum(self.created.values())} jobs, {len(self.timeline.pods)} pods "
+            f"seen, {len(self.kills)} kills, answers {dict(sorted(answers.items()))}",
+            file=self.log,
+            flush=True,
+        )
 
     def _sample(self) -> None:
         for index, function in enumerate(self.stack.functions):
