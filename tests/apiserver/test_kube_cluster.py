@@ -137,6 +137,39 @@ def test_record_event_with_progress_is_written_again_only_when_it_grew(cluster, 
     assert event.metadata.annotations == {"podsweeper.dev/restarts": "7"}
 
 
+def test_two_writers_of_one_warning_write_each_restart_count_once(
+    cluster, control_plane, operator, namespace
+):
+    """Two instances see the same crash loop grow: the one whose write lands second read the
+    Event before the other's write, and is refused (its patch names the version it read): it
+    reads again, finds the count already recorded and writes nothing."""
+    job = operator.create_job()
+    ref = JobRef(PYTORCH, namespace, "pytest", job["metadata"]["uid"], "kubeflow.org/v1")
+    now = datetime.now(UTC)
+
+    def warning(n: int) -> EventRecord:
+        return EventRecord(
+            "pytest.race", ref, "Warning", "CrashLoopWithoutLimit", f"{n} restarts", now, progress=n
+        )
+
+    other = KubeCluster(load_api(str(control_plane.function_kubeconfig)))
+    assert cluster.record_event(warning(5))
+    read = cluster._call
+    raced = []
+
+    def racing(what, method, path, **kwargs):
+        found = read(what, method, path, **kwargs)
+        if method == "GET" and not raced:  # the other instance writes between our read and write
+            raced.append(other.record_event(warning(6)))
+        return found
+
+    cluster._call = racing
+    assert cluster.record_event(warning(6)) is False
+    assert raced == [True]
+    (event,) = operator.events("CrashLoopWithoutLimit")
+    assert event.count == 2 and event.metadata.annotations == {"podsweeper.dev/restarts": "6"}
+
+
 def training_pods(cluster, namespace, resume=None):
     return [p for page in cluster.training_pod_pages(namespace, resume=resume) for p in page.pods]
 

@@ -306,6 +306,15 @@ MUTANTS: tuple[Mutant, ...] = (
         (REAL_API,),
     ),
     Mutant(
+        "warning-written-from-a-stale-read",
+        "cluster/kube/writes.py",
+        '                "metadata": {"annotations": marks, "resourceVersion": meta.get("resourceVersion")},',
+        '                "metadata": {"annotations": marks},',
+        "a warning's count is bumped from the version read even when another instance wrote it since: "
+        "one restart count written twice",
+        (REAL_API,),
+    ),
+    Mutant(
         "job-opt-out-ignored",
         "rules/door.py",
         '    if job is not None and job.opted_out:\n        return "job"',

@@ -2,7 +2,8 @@
 
 A delete names the uid (and, for a pod, the resourceVersion) it decided on, a suspend the
 job's uid: an object re-created under the name, or changed since it was read, is refused by
-the API (409), never acted on. An Event repeated bumps its count only on new progress.
+the API (409), never acted on. An Event repeated bumps its count only on new progress, and
+only from the version it was read at.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from podsweeper.model import EventRecord, JobRef
 
 # On podsweeper's Warning Events: the restart count the last write was about.
 PROGRESS_ANNOTATION = "podsweeper.dev/restarts"
+# Reads and writes of one Event before giving up on it (each lost to another writer).
+EVENT_ATTEMPTS = 3
 
 
 class Writes(Calls):
@@ -95,33 +98,42 @@ class Writes(Calls):
             "lastTimestamp": stamp,
             "count": 1,
         }
-        try:
-            self._call(f"create event {event.name}", "POST", core_path("events", ref.namespace), body=body)
-            return True
-        except Refused:  # 409: the same warning again -> bump its count
-            pass
-        current = (
-            self._call(f"get event {event.name}", "GET", core_path("events", ref.namespace, event.name)) or {}
-        )
-        before = ((current.get("metadata") or {}).get("annotations") or {}).get(PROGRESS_ANNOTATION)
-        if (
-            event.progress is not None
-            and before is not None
-            and before.isdigit()
-            and event.progress <= int(before)
-        ):
-            return False  # nothing new since the last one: its count must not follow our passes
-        patch = {
-            "metadata": {"annotations": marks},
-            "count": int(current.get("count") or 1) + 1,
-            "lastTimestamp": stamp,
-            "message": event.message,
-        }
-        self._call(
-            f"patch event {event.name}",
-            "PATCH",
-            core_path("events", ref.namespace, event.name),
-            body=patch,
-            content_type=MERGE_PATCH,
-        )
-        return True
+        for _ in range(EVENT_ATTEMPTS):
+            try:
+                self._call(
+                    f"create event {event.name}", "POST", core_path("events", ref.namespace), body=body
+                )
+                return True
+            except Refused:  # 409: the same warning again -> bump its count
+                pass
+            path = core_path("events", ref.namespace, event.name)
+            current = self._call(f"get event {event.name}", "GET", path)
+            if current is None:
+                continue  # gone since (its TTL): create it again
+            meta = current.get("metadata") or {}
+            before = (meta.get("annotations") or {}).get(PROGRESS_ANNOTATION)
+            if (
+                event.progress is not None
+                and before is not None
+                and before.isdigit()
+                and event.progress <= int(before)
+            ):
+                return False  # nothing new since the last one: its count must not follow our passes
+            # The version read is a precondition: another instance (or pass) that wrote this
+            # Event since then makes this write 409, and the Event is read and judged again,
+            # so one restart count is written once, whoever sees it first.
+            patch = {
+                "metadata": {"annotations": marks, "resourceVersion": meta.get("resourceVersion")},
+                "count": int(current.get("count") or 1) + 1,
+                "lastTimestamp": stamp,
+                "message": event.message,
+            }
+            try:
+                written = self._call(
+                    f"patch event {event.name}", "PATCH", path, body=patch, content_type=MERGE_PATCH
+                )
+            except Refused:
+                continue
+            if written is not None:
+                return True
+        return False
