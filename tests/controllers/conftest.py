@@ -107,6 +107,42 @@ def real_world(receive_adapter):
         yield world
 
 
+@pytest.fixture(scope="module")
+def audited_world(request, receive_adapter):
+    """A real world per module on a control plane that audits the function's requests
+    (tests/support/audit.py: the judge of what it deleted), on the module's NODES kwok nodes
+    (default 3). For the tests where the function, the adapter or the control plane fail."""
+    from tests.support.controlplane.launcher import ControlPlane
+    from tests.support.world.launcher import World
+
+    nodes = getattr(request.module, "NODES", 3)
+    with ControlPlane(audit=True, log=sys.stderr) as cp, World(cp, nodes=nodes, log=sys.stderr) as w:
+        yield w
+
+
+@pytest.fixture
+def audited_stack(request, audited_world):
+    """`make(**Stack kwargs)`: a stack on the module's audited world in a namespace of its own
+    (the first of `namespace=` when given: e.g. [own, a shared one])."""
+    from tests.support.stack import Stack
+
+    stacks: list[Stack] = []
+
+    def make(**kwargs) -> Stack:
+        env = {"PODSWEEPER_ORPHAN_GRACE_SECONDS": str(ORPHAN_GRACE_SECONDS), **kwargs.pop("function_env", {})}
+        own = f"d-{secrets.token_hex(4)}"
+        namespaces = [own, *kwargs.pop("also", [])]
+        stack = Stack(
+            audited_world.control_plane, namespaces, world=audited_world, function_env=env, **kwargs
+        )
+        stacks.append(stack)
+        return stack.start()
+
+    yield make
+    failed = any(getattr(getattr(request.node, f"rep_{w}", None), "failed", False) for w in ("setup", "call"))
+    finish_stacks(stacks, failed)
+
+
 @pytest.fixture
 def make_stack(request, receive_adapter, control_plane, namespace):
     """`make(world=..., mode=..., env=...)` starts a stack (see the module docstring). A "players"

@@ -4,7 +4,8 @@ The disruption tests judge every delete from the server's side: a killed functio
 forget to log a delete it made, and a request that reached the server is in this log even if
 its client died before the answer. `ControlPlane(audit=True)` logs, at level Request (the
 request's body: a DELETE's preconditions, a PATCH's patch), every write the function's user
-makes, and nothing else; `--audit-log-mode=blocking` writes each event before the answer.
+makes, and at level Metadata its reads (how many requests an event cost); nothing else.
+`--audit-log-mode=blocking` writes each event before the answer.
 """
 
 from __future__ import annotations
@@ -16,16 +17,19 @@ from pathlib import Path
 import yaml
 
 WRITES = ("create", "update", "patch", "delete", "deletecollection")
+READS = ("get", "list", "watch")
 
 
 def write_policy(path: Path, username: str) -> Path:
-    """The audit policy: the writes of `username` with their bodies, once each (at the end)."""
+    """The audit policy: the writes of `username` with their bodies, its reads without, once
+    each (at the end)."""
     policy = {
         "apiVersion": "audit.k8s.io/v1",
         "kind": "Policy",
         "omitStages": ["RequestReceived", "ResponseStarted", "Panic"],
         "rules": [
             {"level": "Request", "users": [username], "verbs": list(WRITES)},
+            {"level": "Metadata", "users": [username], "verbs": list(READS)},
             {"level": "None"},
         ],
     }
@@ -34,8 +38,8 @@ def write_policy(path: Path, username: str) -> Path:
 
 
 @dataclass(frozen=True)
-class Write:
-    """One write request as the API server saw it and answered it."""
+class Call:
+    """One request of the function's as the API server saw it and answered it."""
 
     verb: str
     resource: str  # "pods", "configmaps", "pytorchjobs", ...
@@ -47,8 +51,14 @@ class Write:
     body: dict | None  # the request object (DeleteOptions, the patch, the ConfigMap)
 
 
-def writes(log: Path, *, namespace: str | None = None) -> list[Write]:
+def writes(log: Path, *, namespace: str | None = None) -> list[Call]:
     """Every completed write in the log, in the order the server finished them."""
+    return [r for r in requests(log, namespace=namespace) if r.verb in WRITES]
+
+
+def requests(log: Path, *, namespace: str | None = None) -> list[Call]:
+    """Every completed request of the function's user, reads too (with no body), in the order
+    the server finished them; `namespace` keeps those in it (a cluster-wide LIST has none)."""
     found = []
     if not log.exists():
         return found
@@ -62,7 +72,7 @@ def writes(log: Path, *, namespace: str | None = None) -> list[Write]:
         body = event.get("requestObject")
         preconditions = ((body or {}).get("preconditions") or {}) if event["verb"] == "delete" else {}
         found.append(
-            Write(
+            Call(
                 verb=event["verb"],
                 resource=ref.get("resource", "")
                 + (f"/{ref['subresource']}" if ref.get("subresource") else ""),

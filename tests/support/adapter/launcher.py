@@ -22,6 +22,7 @@ import functools
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -291,6 +292,14 @@ class ReceiveAdapter:
         except OSError:
             return ""
         return "\n".join(line[:600] for line in text.splitlines()[-lines:])
+
+    def pause(self) -> None:
+        """SIGSTOP: the adapter reads and sends nothing, as a starved or descheduled pod would;
+        what its watches should deliver backs up on the API server's side."""
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.kill(self.proc.pid, signal.SIGCONT)
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM (it shuts down its watches and probe server), then SIGKILL. Idempotent."""

@@ -18,7 +18,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 
-from tests.support.audit import Write
+from tests.support.audit import Call
 from tests.support.soak.timeline import ACTIVE, JobLife, Timeline, epoch
 
 SLACK = 0.25  # seconds: the function's clock and the API server's are this machine's
@@ -46,7 +46,7 @@ def named_because(job: JobLife | None, phase: str, created: float, at: float, gr
     return None
 
 
-def wrong_deletes(writes: list[Write], timeline: Timeline, graces: Graces) -> tuple[list[str], Counter]:
+def wrong_deletes(writes: list[Call], timeline: Timeline, graces: Graces) -> tuple[list[str], Counter]:
     """(one line per wrong delete, the rules that named the deletes that removed a pod)."""
     wrong: list[str] = []
     by_rule: Counter = Counter()

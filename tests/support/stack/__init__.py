@@ -304,6 +304,7 @@ class Stack:
         self.instances = instances
         self.functions: list[FunctionServer] = []
         self.spread = None
+        self.made_namespaces: list[str] = []  # the namespaces start() created (not those it found)
         self.ping = None  # tests.support.adapter.ping.PingDispatcher, while ticks are on
         self.pingsource: dict | None = None  # the PingSource as the API server has it
 
@@ -333,6 +334,7 @@ class Stack:
             for namespace in self.watched:
                 try:
                     client.CoreV1Api(self.admin_api).create_namespace({"metadata": {"name": namespace}})
+                    self.made_namespaces.append(namespace)
                 except ApiException as error:
                     if error.status != 409:
                         raise

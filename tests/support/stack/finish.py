@@ -34,13 +34,14 @@ def finish_stacks(stacks, failed: bool, log=sys.stderr) -> None:
 
 
 def _drop_namespace(stack) -> None:
-    """A real world's namespace goes with everything in it (its namespace controller runs)."""
+    """A real world's namespaces the stack made go with everything in them (its namespace
+    controller runs); one it found (shared by a module's stacks) stays."""
     with contextlib.suppress(Exception):
         api = stack.cp.api_client("admin")
         try:
             from kubernetes import client
 
-            for namespace in stack.watched:
+            for namespace in stack.made_namespaces:
                 client.CoreV1Api(api).delete_namespace(namespace)
         finally:
             api.close()
