@@ -21,8 +21,8 @@ every 2 s) is what is left: that is what a deployment has too.
 from __future__ import annotations
 
 import json
+import random
 import secrets
-import sys
 import threading
 import time
 from collections import Counter
@@ -32,16 +32,17 @@ import pytest
 
 from tests.support import audit, figures
 from tests.support.adapter.ping import FAST_SCHEDULE
+from tests.support.disruption import deletes, finish, job_and_bystander, judged, uids, wait_deletes
 from tests.support.faultproxy import Rule, kubeconfig_through, proxy_for
 from tests.support.harness.waiting import wait_for
-from tests.support.stack import Stack, observe
-from tests.support.stack.finish import finish_stacks
+from tests.support.stack import Stack
 from tests.support.stack.users import FOREVER, User, condition, pytorchjob, replica
 
 WORKERS = 512
 NODES = 6  # 110 pods each: the big job, a bystander, room to spare
 RECOVERY = 60.0  # seconds from the fault's end to the last named pod gone: asserted (see the docs)
 KILL_AFTER = WORKERS // 4  # workers deleted before the fault
+SPREAD_WORKERS = 128  # the job whose pass the instances share
 OUTAGE = 3.0  # seconds the API server (or etcd) stays down
 EVENT_BOUND = 10.0  # PODSWEEPER_EVENT_TIMEOUT_SECONDS (the default): an answer within it, plus
 ANSWER_SLACK = 2.0  # the time to answer once the bound is hit
@@ -51,131 +52,27 @@ SUSPEND_RBAC = (
 CRASHING = {"exit-code": "1", "run-for": "1s", "back-off": "1s"}
 
 
-@pytest.fixture(scope="module")
-def world(receive_adapter):
-    from tests.support.controlplane.launcher import ControlPlane
-    from tests.support.world.launcher import World
-
-    with ControlPlane(audit=True, log=sys.stderr) as cp, World(cp, nodes=NODES, log=sys.stderr) as w:
-        yield w
-
-
-@pytest.fixture
-def make_stack(request, world):
-    """`make(**Stack kwargs)`: a stack on the module's world in a namespace of its own."""
-    stacks: list[Stack] = []
-
-    def make(**kwargs) -> Stack:
-        env = {"PODSWEEPER_ORPHAN_GRACE_SECONDS": "3", **kwargs.pop("function_env", {})}
-        stack = Stack(
-            world.control_plane, f"d-{secrets.token_hex(4)}", world=world, function_env=env, **kwargs
-        )
-        stacks.append(stack)
-        return stack.start()
-
-    yield make
-    failed = any(getattr(getattr(request.node, f"rep_{w}", None), "failed", False) for w in ("setup", "call"))
-    finish_stacks(stacks, failed)
-
-
-# -- the scenario ---------------------------------------------------------------------------
-
-
-def uids(pods: dict[str, dict]) -> dict[str, str]:
-    return {p["metadata"]["uid"]: name for name, p in pods.items()}
-
-
-def big_job_and_bystander(user: User, name: str = "big") -> tuple[dict, dict, dict]:
-    """A running bystander job (1 master, 3 workers: named by nothing) and a job with WORKERS
-    workers whose master runs until `finish(...)`: (bystander pods, master pod, worker pods)."""
-    user.submit(pytorchjob("keep", {"Master": replica(1, FOREVER), "Worker": replica(3, FOREVER)}))
-    user.submit(pytorchjob(name, {"Master": replica(1, FOREVER), "Worker": replica(WORKERS, FOREVER)}))
-    kept = user.wait_running("keep", 4, timeout=120)
-    # All of them, the master too (CI saw every worker made before it): Running, so the
-    # master's end (finish) is what ends the job, and the pass deletes running workers.
-    pods = user.wait_running(name, WORKERS + 1, timeout=240)
-    master = {f"{name}-master-0": pods.pop(f"{name}-master-0")}
-    return kept, master, pods
-
-
-def finish(user: User, name: str) -> None:
-    """End the job's master (exit 0): the operator marks the job Succeeded (kwok's pod-succeed
-    stage reads run-for from the pod's annotation)."""
-    user.core.patch_namespaced_pod(
-        f"{name}-master-0",
-        user.namespace,
-        {"metadata": {"annotations": {"sim.podsweeper.dev/run-for": "1ms"}}},
-    )
-
-
-def wait_deletes(user: User, selector: str, count: int, timeout: float = 60.0) -> int:
-    """Block until `count` pods matching `selector` are being deleted (or gone); returns how many."""
-    from kubernetes.watch.watch import iter_resp_lines
-
-    listed = json.loads(
-        user.core.list_namespaced_pod(user.namespace, label_selector=selector, _preload_content=False).data
-    )
-    seen = {p["metadata"]["uid"] for p in listed["items"] if p["metadata"].get("deletionTimestamp")}
-    response = user.core.list_namespaced_pod(
-        user.namespace,
-        label_selector=selector,
-        watch=True,
-        resource_version=listed["metadata"]["resourceVersion"],
-        timeout_seconds=int(timeout),
-        _preload_content=False,
-    )
-    try:
-        for line in iter_resp_lines(response):
-            change = json.loads(line)
-            meta = (change.get("object") or {}).get("metadata") or {}
-            if change.get("type") == "DELETED" or meta.get("deletionTimestamp"):
-                seen.add(meta.get("uid"))
-            if len(seen) >= count:
-                return len(seen)
-    finally:
-        response.close()
-    raise AssertionError(f"only {len(seen)} of {count} pods deleted after {timeout:.0f}s")
-
-
-def judged(stack: Stack, named: dict[str, str], kept: dict[str, str], since: float) -> float:
-    """The two judgements; returns the seconds from `since` to the last named pod gone (the
-    caller asserts its bound: docs/guarantees.md quotes each figure by its literal name)."""
-    core = User(stack).core
-    removal = observe.wait_gone(core, stack.namespace, named, since, timeout=RECOVERY + 30)
-    wrong = audit.wrong_deletes(stack.cp.audit_log, stack.namespace, named)
-    assert not wrong, "deleted what the rules did not name:\n" + "\n".join(wrong)
-    assert removal.all_gone, f"named pods left: {removal.remaining()}\n{stack.function.tail()}"
-    for uid, name in kept.items():
-        assert observe.present(core, stack.namespace, uid), f"{name} (uid {uid}) must be kept"
-    figures.add("disruption: function deletes judged from the audit log", len(_deletes(stack)))
-    return removal.last_gone
-
-
-def _deletes(stack: Stack) -> list[audit.Write]:
-    return [w for w in audit.writes(stack.cp.audit_log, namespace=stack.namespace) if w.verb == "delete"]
-
-
 # -- killed ---------------------------------------------------------------------------------
 
 
-def test_killed_mid_pass_every_worker_goes_and_nothing_else(make_stack):
+def test_killed_mid_pass_every_worker_goes_and_nothing_else(audited_stack):
     """SIGKILL the served function while the pass of a finished 512-worker job is deleting;
     a new instance starts on the same Service. The adapter's retry of the job's event (or a
     sweep) finishes the job's workers; the master and the bystander stay."""
-    stack = make_stack(ping_schedule=FAST_SCHEDULE)
+    stack = audited_stack(ping_schedule=FAST_SCHEDULE)
     user = User(stack)
-    kept, master, workers = big_job_and_bystander(user)
+    kept, master, workers = job_and_bystander(user, "big", WORKERS)
     finish(user, "big")
     wait_deletes(user, "training.kubeflow.org/job-name=big", KILL_AFTER)
     stack.function.kill()
-    before = len([w for w in _deletes(stack) if w.code == 200])
+    before = len([w for w in deletes(stack) if w.code == 200])
     restarted_in = stack.function.restart()
-    gone = judged(stack, uids(workers), {**uids(kept), **uids(master)}, time.monotonic())
+    gone = judged(stack, uids(workers), {**uids(kept), **uids(master)}, time.monotonic(), RECOVERY + 30)
     assert figures.within(
         "disruption: function killed mid-pass, s to the last named pod gone", gone, "<=", RECOVERY
     )
     deleted = Counter(d["event_id"] for d in stack.function.decisions() if d.get("result") == "deleted")
-    codes = Counter(w.code for w in _deletes(stack))
+    codes = Counter(w.code for w in deletes(stack))
     print(
         f"killed after {before} deletes; new instance up in {restarted_in:.2f}s; deletes logged "
         f"per event {sorted(deleted.values())}; DELETE answers {dict(codes)}",
@@ -185,14 +82,14 @@ def test_killed_mid_pass_every_worker_goes_and_nothing_else(make_stack):
     figures.add("disruption: workers deleted by the killed instance before the kill", before)
 
 
-def _through_proxy(make_stack, world, **kwargs):
+def _through_proxy(make, world, **kwargs):
     """A stack whose function reaches the API server through the fault proxy (which only
     forwards, but can run a hook as a request arrives): (stack, proxy)."""
     cp = world.control_plane
     proxy = proxy_for(cp).start()
     try:
         kubeconfig = kubeconfig_through(cp, proxy, cp.workdir / f"kubeconfig-proxy-{secrets.token_hex(3)}")
-        return make_stack(function_kubeconfig=kubeconfig, **kwargs), proxy
+        return make(function_kubeconfig=kubeconfig, **kwargs), proxy
     except BaseException:
         proxy.stop()
         raise
@@ -216,7 +113,7 @@ def _restart_when(stack: Stack, done: threading.Event, timeout: float = 60.0) ->
     return stack.function.restart()
 
 
-def test_killed_while_writing_the_evidence_store(make_stack, world):
+def test_killed_while_writing_the_evidence_store(audited_stack, audited_world):
     """The function is killed as its write of a finished job's evidence ConfigMap reaches the
     API server (the write lands, its writer is gone). The store stays valid JSON, every run
     kept before the kill is still there, none twice; every worker goes."""
@@ -225,7 +122,7 @@ def test_killed_while_writing_the_evidence_store(make_stack, world):
     from podsweeper.cluster.kube.records import EVIDENCE_KEY
     from podsweeper.evidence import decode, store_name
 
-    stack, proxy = _through_proxy(make_stack, world, ping_schedule=FAST_SCHEDULE)
+    stack, proxy = _through_proxy(audited_stack, audited_world, ping_schedule=FAST_SCHEDULE)
     try:
         user = User(stack)
         user.submit(pytorchjob("ev", {"Master": replica(1, FOREVER), "Worker": replica(8, CRASHING)}))
@@ -253,7 +150,7 @@ def test_killed_while_writing_the_evidence_store(make_stack, world):
         before = records()
         finish(user, "ev")
         restarted_in = _restart_when(stack, done)
-        gone = judged(stack, uids(workers), {}, time.monotonic())
+        gone = judged(stack, uids(workers), {}, time.monotonic(), RECOVERY + 30)
         assert figures.within(
             "disruption: function killed writing evidence, s to the last named pod gone", gone, "<=", RECOVERY
         )
@@ -275,16 +172,16 @@ def _run(record: dict) -> tuple:
     return tuple(record.get(k) for k in ("pod_uid", "container", "restart_count", "finished_at"))
 
 
-def test_killed_while_suspending_a_job(make_stack, world):
+def test_killed_while_suspending_a_job(audited_stack, audited_world):
     """crash-loop action `suspend`: the function is killed as its PATCH of the job reaches the
     API server. The job is suspended once (the operator then removes its pods), no second
     suspend Event is written, and podsweeper itself deletes nothing."""
     from tests.support.controlplane.manifests import apply_manifest
 
     env = {"PODSWEEPER_CRASHLOOP_ACTION": "suspend", "PODSWEEPER_CRASHLOOP_RESTARTS": "2"}
-    with world.control_plane.api_client("admin") as api:
+    with audited_world.control_plane.api_client("admin") as api:
         apply_manifest(api, SUSPEND_RBAC)  # the opt-in power, as its overlay grants it
-    stack, proxy = _through_proxy(make_stack, world, function_env=env)
+    stack, proxy = _through_proxy(audited_stack, audited_world, function_env=env)
     try:
         user = User(stack)
         done = _kill_on(stack, proxy, "PATCH", r"/pytorchjobs/loop$")
@@ -306,11 +203,85 @@ def test_killed_while_suspending_a_job(make_stack, world):
         assert [w.code for w in patches] == [200], f"the job was patched {patches}"
         assert len(suspends) <= 1, f"suspend Events: {suspends}"
         assert not audit.wrong_deletes(stack.cp.audit_log, user.namespace, {})
-        assert not _deletes(stack), "podsweeper deleted pods itself"
+        assert not deletes(stack), "podsweeper deleted pods itself"
         print(f"new instance up in {restarted_in:.2f}s; suspend Events {len(suspends)}", flush=True)
         figures.add("disruption: suspend Events lost with the killed instance", 1 - len(suspends))
     finally:
         proxy.stop()
+
+
+# -- several instances ------------------------------------------------------------------------
+
+
+def _warning_writes(stack: Stack) -> Counter:
+    """(Event name, restart count it records) -> how many times the function wrote it (created
+    or patched), for its crash-loop warnings, from the audit log."""
+    from podsweeper.cluster.kube.writes import PROGRESS_ANNOTATION
+
+    writes = [
+        w for w in audit.writes(stack.cp.audit_log, namespace=stack.namespace) if w.resource == "events"
+    ]
+    warnings = {
+        w.name
+        for w in writes
+        if w.verb == "create" and (w.body or {}).get("reason") == "CrashLoopWithoutLimit"
+    }
+    found: Counter = Counter()
+    for write in writes:
+        if write.name in warnings and write.code in (200, 201) and write.verb in ("create", "patch"):
+            progress = (((write.body or {}).get("metadata") or {}).get("annotations") or {}).get(
+                PROGRESS_ANNOTATION
+            )
+            found[(write.name, progress)] += 1
+    return found
+
+
+@pytest.mark.parametrize("instances", [2, 3])
+def test_instances_one_killed_each_pod_deleted_once_each_warning_once(audited_stack, instances):
+    """`instances` function instances behind one front, as a Service spreads a Deployment's pods:
+    the adapter's events and the ticks go round-robin. A finished job's workers and three
+    crash-looping jobs' warnings are handled across them while one instance, drawn at random, is
+    SIGKILLed at a random moment of the pass and started again. Every worker goes, each removed
+    once (the audit log's judge); no crash-loop warning is written twice for one restart count."""
+    seed = secrets.randbits(32)
+    draw = random.Random(seed)
+    victim, delay = draw.randrange(instances), draw.uniform(0.0, 1.5)
+    print(
+        f"instances {instances}: seed {seed}, instance {victim} killed {delay:.2f}s after the finish",
+        flush=True,
+    )
+    env = {"PODSWEEPER_CRASHLOOP_RESTARTS": "2"}
+    stack = audited_stack(instances=instances, ping_schedule=FAST_SCHEDULE, function_env=env)
+    user = User(stack)
+    for index in range(3):
+        user.submit(
+            pytorchjob(f"loop-{index}", {"Master": replica(1, FOREVER), "Worker": replica(2, CRASHING)})
+        )
+    kept, master, workers = job_and_bystander(user, "spread", SPREAD_WORKERS)
+    loopers = {n: p for i in range(3) for n, p in user.pods(f"loop-{i}").items()}
+    finish(user, "spread")
+    time.sleep(delay)
+    stack.functions[victim].kill()
+    time.sleep(1.0)  # gone for a moment: the front answers 502 for it, the senders retry
+    stack.functions[victim].restart()
+    gone = judged(
+        stack, uids(workers), {**uids(kept), **uids(master), **uids(loopers)}, time.monotonic(), RECOVERY + 30
+    )
+    assert figures.within(
+        "disruption: instances spread, one killed, s to the last named pod gone", gone, "<=", RECOVERY
+    )
+    for function in stack.functions:
+        function.wait_idle()
+    written = _warning_writes(stack)
+    twice = {key: count for key, count in written.items() if count > 1}
+    answers = stack.spread.by_status()
+    print(
+        f"warnings written {sum(written.values())} for {len(written)} restart counts; answers {dict(answers)}",
+        flush=True,
+    )
+    assert written, "no crash-loop warning was written: the scenario proves nothing about them"
+    assert not twice, f"a warning written twice for one restart count: {twice}"
+    figures.add("disruption: crash-loop warnings judged across instances", sum(written.values()))
 
 
 # -- the control plane restarted --------------------------------------------------------------
@@ -329,13 +300,13 @@ def _probe(stack: Stack, job: dict) -> tuple[int, float, str]:
 
 
 @pytest.mark.parametrize("component", ["kube-apiserver", "etcd"])
-def test_control_plane_restarted_mid_pass(make_stack, world, component):
+def test_control_plane_restarted_mid_pass(audited_stack, audited_world, component):
     """kube-apiserver (or etcd) killed while a finished 512-worker job's pass is deleting, back
     after OUTAGE seconds. While it is gone the function answers 503 within its event bound,
     never 500; once it is back everything named goes and nothing else."""
-    stack = make_stack(ping_schedule=FAST_SCHEDULE)
+    stack = audited_stack(ping_schedule=FAST_SCHEDULE)
     user = User(stack)
-    kept, master, workers = big_job_and_bystander(user)
+    kept, master, workers = job_and_bystander(user, "big", WORKERS)
     finish(user, "big")
     wait_deletes(user, "training.kubeflow.org/job-name=big", KILL_AFTER)
     job = user.job("big")
@@ -350,7 +321,7 @@ def test_control_plane_restarted_mid_pass(make_stack, world, component):
         f"{component} down {back - down:.1f}s; probe answered {status} in {seconds:.2f}s: {text}", flush=True
     )
     assert status == 503, f"with {component} gone the function answered {status}"
-    gone = judged(stack, uids(workers), {**uids(kept), **uids(master)}, back)
+    gone = judged(stack, uids(workers), {**uids(kept), **uids(master)}, back, RECOVERY + 30)
     if component == "etcd":
         in_time = figures.within(
             "disruption: etcd down, s to the function's 503", seconds, "<=", EVENT_BOUND + ANSWER_SLACK
