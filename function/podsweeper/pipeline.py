@@ -16,12 +16,13 @@ from functools import partial
 from typing import Any
 
 from podsweeper import metrics
-from podsweeper.actions import Applied, carry_out
+from podsweeper.actions import Applied, carry_out, dry_run
 from podsweeper.cluster.base import Cluster
 from podsweeper.config import Settings
 from podsweeper.decisions import Decision, Result
 from podsweeper.intake import Intake
 from podsweeper.keeper import EvidenceKeeper
+from podsweeper.namespaces import NamespacePolicies
 from podsweeper.passes import JobPassRunner
 from podsweeper.report import log_decision
 from podsweeper.routing import Router
@@ -69,13 +70,17 @@ class Pipeline:
     # Deletes of one pass run concurrently (PODSWEEPER_DELETE_CONCURRENCY); the replay keeps
     # them in order on its single-threaded simulated cluster.
     concurrent_deletes: bool = True
+    # How long a Namespace's policy read is used (None: PODSWEEPER_NAMESPACE_CACHE_SECONDS); the
+    # replay reads it every time, its stream may change it from one event to the next.
+    namespace_cache_seconds: float | None = None
     _executor: Executor | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._keeper = EvidenceKeeper(self.settings)
         self._router = Router(self.settings, self._keeper)
-        self._passes = JobPassRunner(self.settings, self._keeper)
+        self.policies = NamespacePolicies(self.settings, self.namespace_cache_seconds)
+        self._passes = JobPassRunner(self.settings, self._keeper, self.policies)
         self._sweeper = Sweeper(self.settings, self._passes)
 
     def handle(self, intake: Intake, now: datetime, deadline: float | None = None) -> Outcome:
@@ -119,7 +124,7 @@ class Pipeline:
             reclaimed = decision.gpu_seconds(now) if item.result in RECLAIMED else 0.0
             if reclaimed:
                 metrics.RECLAIMED_GPU_SECONDS.labels(decision.namespace, decision.rule.value).inc(reclaimed)
-            log_decision(outcome.event_id, decision, item.result, self.settings.dry_run, reclaimed)
+            log_decision(outcome.event_id, decision, item.result, dry_run(decision, self.settings), reclaimed)
             outcome.applied.append(item)
 
         acting = self._keeper.before_acting(cluster, decisions)

@@ -123,7 +123,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "dry-run-ignored",
         "actions.py",
-        "                if settings.dry_run:\n",
+        "                if dry_run(decision, settings):\n",
         "                if False:\n",
         "dry-run deletes",
     ),
@@ -315,7 +315,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "dry-run-suspends",
         "actions.py",
-        "outcome = Result.DRY_RUN if settings.dry_run else suspended.get(decision.job.key)",
+        "outcome = Result.DRY_RUN if dry_run(decision, settings) else suspended.get(decision.job.key)",
         "outcome = suspended.get(decision.job.key)",
         "dry-run suspends jobs",
     ),
