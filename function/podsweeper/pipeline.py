@@ -23,6 +23,7 @@ from podsweeper.decisions import Decision, Result
 from podsweeper.intake import Intake
 from podsweeper.keeper import EvidenceKeeper
 from podsweeper.namespaces import NamespacePolicies
+from podsweeper.notify import Notifier, notices
 from podsweeper.passes import JobPassRunner
 from podsweeper.report import log_decision
 from podsweeper.routing import Router
@@ -73,6 +74,8 @@ class Pipeline:
     # How long a Namespace's policy read is used (None: PODSWEEPER_NAMESPACE_CACHE_SECONDS); the
     # replay reads it every time, its stream may change it from one event to the next.
     namespace_cache_seconds: float | None = None
+    # Decisions out as CloudEvents (K_SINK); None: none are built.
+    notifier: Notifier | None = None
     _executor: Executor | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -134,8 +137,17 @@ class Pipeline:
             # What was deleted before the failure is kept if the API lets us; the failure goes on.
             self._keeper.after_acting(cluster, acting, outcome.applied[before:], best_effort=True)
             raise
+        finally:
+            self._notify(outcome.applied[before:], outcome.event_id, now)
         self._keeper.after_acting(cluster, acting, outcome.applied[before:])
         return sum(1 for item in outcome.applied[before:] if item.result is Result.DELETED)
+
+    def _notify(self, applied: list[Applied], event_id: str, now: datetime) -> None:
+        """Tell the owners what was done (or would be): queued, never waited for."""
+        if self.notifier is None or not applied:
+            return
+        dry = partial(dry_run, settings=self.settings)
+        self.notifier.submit(notices(applied, dry, event_id, now, self.notifier.source))
 
     def _deleter(self) -> Executor | None:
         if not self.concurrent_deletes or self.settings.delete_concurrency == 1:
