@@ -207,3 +207,34 @@ def test_k_sink_set_builds_one_with_the_sinkbinding_overrides(monkeypatch):
         service.notifier.submit([Notice({"specversion": "1.0", "id": "1", "source": "s", "type": "t"}, {})])
         assert service.notifier.close(10)
         assert sink.wait_for(1)[0].attributes["cluster"] == "gpu-east"
+
+
+def test_the_example_trigger_and_sinkbinding_match_what_is_sent():
+    """knative/notifications/: the Triggers filter on types podsweeper sends and attributes it
+    sets; the SinkBinding binds the Service knative/ installs to the Broker the Triggers use."""
+    import yaml
+
+    knative = SCHEMAS.parents[1] / "knative"
+    folder = knative / "notifications"
+    cluster, j = world()
+    sample = notify.notices(
+        Pipeline(cluster, Settings())
+        .handle(parse_event(*split(event("update", j, at(40)))), at(600))
+        .applied,
+        lambda d: False,
+        "e",
+        at(600),
+        "s",
+    )[0]
+    triggers = list(yaml.safe_load_all((folder / "trigger.yaml").read_text()))
+    (binding,) = yaml.safe_load_all((folder / "sinkbinding.yaml").read_text())
+    (broker,) = yaml.safe_load_all((folder / "broker.yaml").read_text())
+    (service,) = yaml.safe_load_all((knative / "service" / "service.yaml").read_text())
+    assert binding["spec"]["subject"]["name"] == service["metadata"]["name"]
+    assert binding["spec"]["sink"]["ref"]["name"] == broker["metadata"]["name"]
+    for trigger in triggers:
+        assert trigger["spec"]["broker"] == broker["metadata"]["name"]
+        filters = trigger["spec"]["filter"]["attributes"]
+        assert filters["type"] in notify.TYPES and set(filters) <= set(sample.attributes)
+    kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
+    assert kustomization["resources"] == ["broker.yaml", "sinkbinding.yaml"]
