@@ -308,3 +308,23 @@ def test_the_replay_reads_a_namespace_policy_from_namespace_objects_in_its_strea
     run = replay([str(path)], Settings())
     assert not any(step.outcome.applied for step in run.steps) and run.cluster.pods
     assert replay([str(path)], Settings(namespace_policy=False)).cluster.pods == {}
+
+
+def test_a_global_dry_run_holds_whatever_a_decisions_policy_says_without_the_allowance():
+    """The second gate (actions.dry_run): a decision stamped with a live policy under a global
+    dry-run still changes nothing unless the platform let namespaces lift it."""
+    from dataclasses import replace as stamp
+
+    from podsweeper.actions import dry_run
+    from podsweeper.decisions import Action, Decision, Target
+    from podsweeper.kinds import lookup
+    from podsweeper.model import JobRef
+    from podsweeper.policy import global_policy
+
+    kind = lookup("kubeflow.org/v1", "PyTorchJob")
+    assert kind is not None
+    decision = Decision(Rule.ORPHAN, Action.DELETE, Target.POD, "a", "p", "u", "r", JobRef(kind, "a", "j"))
+    live = stamp(global_policy(Settings(), "a"), from_namespace=frozenset({Knob.MODE}))
+    assert dry_run(stamp(decision, policy=live), Settings(dry_run=True))
+    assert not dry_run(stamp(decision, policy=live), Settings(dry_run=True, namespace_live_allowed=True))
+    assert dry_run(decision, Settings(dry_run=True)) and not dry_run(decision, Settings())
