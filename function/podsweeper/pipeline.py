@@ -11,7 +11,7 @@ import threading
 from collections import defaultdict
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -25,6 +25,7 @@ from podsweeper.keeper import EvidenceKeeper
 from podsweeper.namespaces import NamespacePolicies
 from podsweeper.notify import Notifier, notices
 from podsweeper.passes import JobPassRunner
+from podsweeper.policy import Mode
 from podsweeper.report import log_decision
 from podsweeper.routing import Router
 from podsweeper.sweep import RECLAIMED, SweepEnd, Sweeper, SweepRun
@@ -80,11 +81,15 @@ class Pipeline:
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._keeper = EvidenceKeeper(self.settings)
-        self._router = Router(self.settings, self._keeper)
         self.policies = NamespacePolicies(self.settings, self.namespace_cache_seconds)
+        self._keeper = EvidenceKeeper(self.settings, self._evidence_kept_in)
+        self._router = Router(self.settings, self._keeper)
         self._passes = JobPassRunner(self.settings, self._keeper, self.policies)
         self._sweeper = Sweeper(self.settings, self._passes)
+
+    def _evidence_kept_in(self, cluster: Cluster, namespace: str) -> bool:
+        """Evidence is kept wherever podsweeper is not `off` (podsweeper.dev/mode)."""
+        return self.policies.for_namespace(cluster, namespace, datetime.now(UTC)).policy.mode is not Mode.OFF
 
     def handle(self, intake: Intake, now: datetime, deadline: float | None = None) -> Outcome:
         """Handle one parsed event. Raises ApiUnavailable when the API fails (-> 503)."""

@@ -328,3 +328,19 @@ def test_a_global_dry_run_holds_whatever_a_decisions_policy_says_without_the_all
     assert dry_run(stamp(decision, policy=live), Settings(dry_run=True))
     assert not dry_run(stamp(decision, policy=live), Settings(dry_run=True, namespace_live_allowed=True))
     assert dry_run(decision, Settings(dry_run=True)) and not dry_run(decision, Settings())
+
+
+def test_no_evidence_is_kept_where_podsweeper_is_off():
+    def failed_pod_event(annotations):
+        j = job(conditions=RUNNING)
+        cluster = SimulatedCluster(namespaces={"default": Namespace("default", "u", annotations)})
+        cluster.observe("add", parse_job(j))
+        failed = pod(
+            j, "Worker", 0, phase="Running", containers=[cs(state="waiting", restarts=1, last_exit=137)]
+        )
+        cluster.observe("add", parse_pod(failed))
+        handle(cluster, event("update", failed, at(40)))
+        return cluster.evidence
+
+    assert failed_pod_event({}), "a failed run is kept where podsweeper is on"
+    assert not failed_pod_event({MODE: "off"})
