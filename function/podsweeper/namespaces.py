@@ -29,12 +29,12 @@ from podsweeper.config import Settings
 from podsweeper.errors import ApiUnavailable
 from podsweeper.model import EventRecord, Namespace
 from podsweeper.policy import NamespacePolicy, effective, global_policy, resolve
+from podsweeper.report import truncate
 
 log = logging.getLogger("podsweeper.namespaces")
 
 MAX_ENTRIES = 4096  # namespaces cached at once
 POLICY_WARNING_REASON = "PodsweeperPolicyIgnored"
-MAX_EVENT_MESSAGE = 1024
 
 
 @dataclass(frozen=True)
@@ -57,9 +57,7 @@ def policy_warning(namespace: Namespace, policy: NamespacePolicy, now: datetime)
     """The Warning on a Namespace whose annotations podsweeper does not use (all of them, or
     some): named after the problems, so the same problems again bump one Event's count."""
     digest = hashlib.sha256("|".join((namespace.uid, *policy.problems)).encode()).hexdigest()[:16]
-    message = "podsweeper ignores: " + "; ".join(policy.problems)
-    if len(message) > MAX_EVENT_MESSAGE:
-        message = message[: MAX_EVENT_MESSAGE - 3] + "..."
+    message = truncate("podsweeper ignores: " + "; ".join(policy.problems))
     return EventRecord(
         name=f"{namespace.name}.{digest}",
         involved=namespace,

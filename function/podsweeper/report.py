@@ -90,7 +90,7 @@ def _event_name(job: JobRef, *parts: str) -> str:
     return f"{job.name[:200]}.{digest}"
 
 
-def _truncate(message: str, tail: str = "") -> str:
+def truncate(message: str, tail: str = "") -> str:
     """At most MAX_EVENT_MESSAGE characters; `tail` (the settings note) is kept whole."""
     room = MAX_EVENT_MESSAGE - len(tail)
     return (message if len(message) <= room else message[: room - 3] + "...") + tail
@@ -120,7 +120,7 @@ def warning_event(decision: Decision, now: datetime) -> EventRecord:
         involved=decision.job,
         type="Warning",
         reason=warning_reason(decision.rule),
-        message=_truncate(f"{decision.kind} {decision.name}: {decision.reason}", _settings_note(decision)),
+        message=truncate(f"{decision.kind} {decision.name}: {decision.reason}", _settings_note(decision)),
         time=now,
         progress=progress,
     )
@@ -134,7 +134,7 @@ def suspend_event(decision: Decision, now: datetime) -> EventRecord:
         involved=decision.job,
         type="Warning",
         reason=suspend_reason(decision.rule),
-        message=_truncate(
+        message=truncate(
             f"podsweeper suspended the job ({switch}: true): {decision.kind} {decision.name}: "
             f"{decision.reason}. Fix the cause, then set suspend: false to start it again.",
             _settings_note(decision),
@@ -165,6 +165,6 @@ def cleanup_event(job: JobRef, deleted: Iterable[Decision], now: datetime) -> Ev
         involved=job,
         type="Normal",
         reason="PodsCleanedUp",
-        message=_truncate(message, _settings_note(*deleted)),
+        message=truncate(message, _settings_note(*deleted)),
         time=now,
     )

@@ -24,7 +24,7 @@ from podsweeper.namespaces import POLICY_WARNING_REASON, NamespacePolicies
 from podsweeper.pipeline import Pipeline
 from podsweeper.policy import Knob, Mode, Origin, resolve
 from podsweeper.replay import replay
-from tests.fixtures.builders import at, event, job, namespace, namespace_event, pod, split
+from tests.fixtures.builders import at, event, job, namespace, namespace_event, ping, pod, split
 from tests.fixtures.builders import container_status as cs
 from tests.fixtures.parse import parse_job, parse_pod
 
@@ -283,14 +283,7 @@ def test_a_shorter_orphan_grace_from_the_namespace_applies_in_the_sweep():
     cluster.observe("add", parse_pod(pod(j, "Worker", 0, phase="Running")))
     cluster.gone_jobs.add(parse_job(j).ref.key)
     young = Settings(orphan_grace_seconds=10_000, namespace_min_grace_seconds=0)
-    ping = {
-        "specversion": "1.0",
-        "id": "p",
-        "source": "s",
-        "type": "dev.knative.sources.ping",
-        "time": "2024-01-01T00:00:00Z",
-    }
-    outcome = Pipeline(cluster, young).handle(parse_event(ping, None), at(600))
+    outcome = Pipeline(cluster, young).handle(parse_event(*split(ping(at(600)))), at(600))
     assert [(a.decision.rule, a.result) for a in outcome.applied] == [(Rule.ORPHAN, Result.DELETED)]
 
 
