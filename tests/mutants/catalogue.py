@@ -519,4 +519,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "a dry run sends dev.podsweeper.job.warned (a live type) for the warnings it writes",
         (UNIT,),
     ),
+    Mutant(
+        "restart-record-in-the-finish-second",
+        "rules/finished_trainjob_restarted.py",
+        "_after(jobset, mark.at, strictly=shown)",
+        "_after(jobset, mark.at)",
+        "finished-trainjob-restarted: a JobSet made in the second of a finish the TrainJob still shows "
+        "counts as a restart when podsweeper's record of the finish names no JobSet (the oracle disagreed)",
+        (UNIT,),
+    ),
 )
