@@ -50,6 +50,7 @@ class _Entry:
     resolved: Resolved
     read_at: float
     uid: str
+    annotations: dict[str, str]  # as read: a re-read finding the same reuses `resolved`
     warned: bool  # its problems were written on the Namespace (or it has none)
 
 
@@ -96,9 +97,13 @@ class NamespacePolicies:
             return entry.resolved
         found = cluster.get_namespace(namespace)
         annotations = found.annotations if found is not None else {}
-        policy = resolve(self.settings, namespace, annotations)
-        resolved = Resolved(policy, effective(self.settings, policy))
         uid = found.uid if found is not None else ""
+        if entry is not None and (entry.uid, entry.annotations) == (uid, annotations):
+            resolved = entry.resolved  # read again, unchanged: resolved already
+        else:
+            policy = resolve(self.settings, namespace, annotations)
+            resolved = Resolved(policy, effective(self.settings, policy))
+        policy = resolved.policy
         warned = found is None or not policy.problems
         if entry is not None and (entry.uid, entry.resolved.policy.problems) == (uid, policy.problems):
             warned = warned or entry.warned
@@ -109,7 +114,7 @@ class NamespacePolicies:
             except ApiUnavailable as error:  # the next read tries again; the pass goes on
                 log.warning("could not warn on namespace %s: %s", namespace, error)
         with self._lock:
-            self._entries[namespace] = _Entry(resolved, at, uid, warned)
+            self._entries[namespace] = _Entry(resolved, at, uid, annotations, warned)
             self._entries.move_to_end(namespace)
             while len(self._entries) > MAX_ENTRIES:
                 self._entries.popitem(last=False)
