@@ -22,6 +22,16 @@ class Applied:
     result: Result | None  # None for a skip
 
 
+def dry_run(decision: Decision, settings: Settings) -> bool:
+    """Whether a decision must change nothing: its namespace's policy says dry-run (or off), or,
+    with no policy stamped, the global setting does. A global dry-run holds whatever a policy
+    says unless the platform let namespaces lift it (PODSWEEPER_NAMESPACE_LIVE_ALLOWED): a
+    second gate behind podsweeper.policy.resolve, the one place that lift is decided."""
+    if settings.dry_run and not settings.namespace_live_allowed:
+        return True
+    return settings.dry_run if decision.policy is None else decision.policy.dry_run
+
+
 def carry_out(
     decisions: Iterable[Decision],
     cluster: Cluster,
@@ -46,7 +56,7 @@ def carry_out(
         outcome: Result | None | Future[Result] = None
         try:
             if decision.action in (Action.DELETE, Action.FORCE_DELETE):
-                if settings.dry_run:
+                if dry_run(decision, settings):
                     outcome = Result.DRY_RUN
                 elif budget <= 0:
                     outcome = Result.DEFERRED
@@ -57,7 +67,7 @@ def carry_out(
                 written = cluster.record_event(warning_event(decision, now))
                 outcome = Result.WARNED if written else Result.ALREADY_WARNED
             elif decision.action is Action.SUSPEND:
-                outcome = Result.DRY_RUN if settings.dry_run else suspended.get(decision.job.key)
+                outcome = Result.DRY_RUN if dry_run(decision, settings) else suspended.get(decision.job.key)
                 if outcome is None:
                     outcome = suspended[decision.job.key] = cluster.suspend_job(decision.job)
                     if outcome is Result.SUSPENDED:

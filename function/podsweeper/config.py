@@ -83,6 +83,43 @@ class Settings(BaseSettings):
     evidence_logs_exclude_namespaces: str = Field(
         "", description="comma list of namespaces whose container logs are never read"
     )
+    # Namespace policy (podsweeper.policy): what a Namespace's podsweeper.dev/ annotations may
+    # change there, and how far. A namespace may always make podsweeper safer; bolder only
+    # where these allow it (docs/configuration.md#namespace-policy).
+    namespace_policy: bool = Field(True, description="read podsweeper.dev/ annotations on Namespaces")
+    namespace_live_allowed: bool = Field(
+        False, description="a namespace may set podsweeper.dev/mode: live under PODSWEEPER_DRY_RUN"
+    )
+    namespace_crashloop_actions: str = Field(
+        "", description="comma list of crash-loop actions a namespace may choose beyond the global one"
+    )
+    namespace_min_grace_seconds: int | None = Field(
+        None, ge=0, description="shortest grace a namespace may set; unset = none shorter than the global"
+    )
+    namespace_max_grace_seconds: int = Field(
+        7 * 24 * 3600, ge=0, description="longest grace a namespace may set"
+    )
+    namespace_cache_seconds: float = Field(
+        30.0, ge=0, le=3600, description="how long a Namespace's annotations read are used before re-reading"
+    )
+
+    @field_validator("namespace_crashloop_actions")
+    @classmethod
+    def _crashloop_actions(cls, value: str) -> str:
+        bad = sorted(a for a in _split(value) if a not in {str(m) for m in CrashLoopAction})
+        if bad:
+            raise ValueError(f"not a crash-loop action: {', '.join(bad)[:200]} (warn, suspend or delete)")
+        return value
+
+    # Decisions out as CloudEvents (podsweeper.notify), when K_SINK names a sink.
+    notify_queue: int = Field(1000, ge=1, le=100_000, description="CloudEvents waiting to be sent, at most")
+    notify_attempts: int = Field(
+        4, ge=1, le=20, description="tries per CloudEvent before it counts as failed"
+    )
+    notify_timeout_seconds: float = Field(2.0, gt=0, le=60, description="time bound of one POST to the sink")
+    notify_source: str = Field(
+        "podsweeper.dev/podsweeper", min_length=1, max_length=200, description="the CloudEvents' source"
+    )
     gpu_resources: str = Field(
         "nvidia.com/gpu,amd.com/gpu,gpu.intel.com/i915,gpu.intel.com/xe,habana.ai/gaudi",
         description="comma list of the extended resources counted as GPUs in the metrics",
@@ -99,6 +136,10 @@ class Settings(BaseSettings):
     @property
     def gpu_resource_names(self) -> frozenset[str]:
         return _split(self.gpu_resources)
+
+    @property
+    def namespace_crashloop_action_set(self) -> frozenset[str]:
+        return _split(self.namespace_crashloop_actions)
 
     @property
     def excluded_namespace_set(self) -> frozenset[str]:

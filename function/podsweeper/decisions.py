@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
 from podsweeper.kinds import IntermediateKind
 from podsweeper.model import ContainerView, JobRef
+from podsweeper.policy import NamespacePolicy
 
 
 class Rule(StrEnum):
@@ -78,6 +79,10 @@ class Decision:
     # started); None when unknown (an orphan's job vanished at a time nothing records).
     wasted_since: datetime | None = None
     link: IntermediateKind | None = None  # the chain link, when target is WORKLOAD
+    # The job's labels (who owns it), as read now; empty when the job is gone.
+    owner: tuple[tuple[str, str], ...] = ()
+    # The namespace's policy it was decided under (podsweeper.policy); None: the global settings.
+    policy: NamespacePolicy | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if (self.target is Target.INTERMEDIATE) != (self.link is not None):

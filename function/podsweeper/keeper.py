@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from podsweeper.actions import Applied
@@ -50,8 +50,11 @@ class Acting:
 
 
 class EvidenceKeeper:
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, kept_in: Callable[[Cluster, str], bool] | None = None):
         self.settings = settings
+        # Whether evidence is kept in a namespace (its policy is not `off`); asked only for a
+        # failure not kept yet, when the keeping goes to the API anyway.
+        self._kept_in = kept_in
         # Each run kept (or found kept), with its source: an upgrade is not "already kept".
         self._kept: OrderedDict[RunKey, Source] = OrderedDict()
         # Runs of pods a pass is acting on: a sighting of them meanwhile (the pod's delete
@@ -72,6 +75,9 @@ class EvidenceKeeper:
             new = [f for f in failures if self._is_new(f)]
             unread = {f.key for f in new if f.key not in self._kept}
         if not new:
+            return 0
+        if self._kept_in is not None and not self._kept_in(cluster, job.namespace):
+            self._remember(new)  # podsweeper is off there: keep nothing, do not ask again
             return 0
         if not job.uid:
             # A pod tied to its job by labels only (a chain's, or an ownerless v1 pod): the

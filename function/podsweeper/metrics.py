@@ -27,6 +27,19 @@ LEFTOVER_GPUS = Gauge(
 )
 
 
+NOTIFICATIONS = Counter(
+    "podsweeper_notifications_total",
+    "CloudEvents about decisions (K_SINK): sent, dropped (the queue was full: PODSWEEPER_NOTIFY_QUEUE) "
+    "or failed (not delivered after PODSWEEPER_NOTIFY_ATTEMPTS tries, or refused by the sink)",
+    ["outcome"],
+)
+
+
+@functools.cache  # bounded: sent, dropped, failed
+def notifications(outcome: str) -> Counter:
+    return NOTIFICATIONS.labels(outcome)
+
+
 @functools.cache  # bounded: the accepted types (and "other") times the outcomes
 def event_counter(event_type: str, outcome: str) -> Counter:
     """The events counter's child for one label set, looked up once: every event counts."""

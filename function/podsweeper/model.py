@@ -147,6 +147,8 @@ class Job:
     uid: str
     api_version: str
     opted_out: bool = False
+    # Its labels: who owns it (a team's labels), carried into the CloudEvents about it.
+    labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     finished: str | None = None  # "Succeeded" / "Failed" when finished
     finished_at: datetime | None = None  # the finishing condition's lastTransitionTime
     suspended: bool = False
@@ -235,11 +237,26 @@ class Intermediate:
 
 
 @dataclass(frozen=True)
-class EventRecord:
-    """A Kubernetes Event about a job. Same `name` = same Event: its count goes up."""
+class Namespace:
+    """A Namespace as podsweeper reads it: its podsweeper.dev/ annotations are its policy."""
 
     name: str
-    involved: JobRef
+    uid: str = ""
+    annotations: dict[str, str] = field(default_factory=dict, hash=False)
+
+    @property
+    def namespace(self) -> str:
+        """Where Events about it are written: in itself."""
+        return self.name
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """A Kubernetes Event about a job (or a Namespace whose policy podsweeper cannot use).
+    Same `name` = same Event: its count goes up."""
+
+    name: str
+    involved: JobRef | Namespace
     type: str  # "Normal" | "Warning"
     reason: str
     message: str

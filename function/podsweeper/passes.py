@@ -7,7 +7,7 @@ record of the job's finish that Trainer may erase). Both decide through podsweep
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from podsweeper import engine
@@ -18,7 +18,9 @@ from podsweeper.evidence import Source, failures_of
 from podsweeper.keeper import EvidenceKeeper
 from podsweeper.lineage import Lineage
 from podsweeper.model import FinishMark, Intermediate, Job
+from podsweeper.namespaces import NamespacePolicies, Resolved
 from podsweeper.ownership import controlled_by
+from podsweeper.policy import Knob, Mode, NamespacePolicy
 from podsweeper.rules.operator_cleanup import left_to_operator
 from podsweeper.triage import JobPass, PassReason
 
@@ -68,28 +70,57 @@ def finish_seen(job: Job, jobset: Intermediate | None, erased: bool, now: dateti
     return FinishMark(failed, jobset.created, "")  # the JobSet made again already
 
 
+def stamped(decisions: list[Decision], policy: NamespacePolicy) -> list[Decision]:
+    """The decisions, each with the namespace policy it was decided under: the acting side
+    reads its dry-run there, the reports say which settings applied and where they came from."""
+    return [replace(d, policy=policy) for d in decisions]
+
+
+def off_note(namespace: str) -> str:
+    return f"podsweeper is off in namespace {namespace} ({Knob.MODE.annotation}: {Mode.OFF.value})"
+
+
 @dataclass(frozen=True)
 class JobPassRunner:
     settings: Settings
     keeper: EvidenceKeeper
+    # Each namespace's policy (podsweeper.namespaces), shared with the sweep.
+    policies: NamespacePolicies = field(default=None, compare=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.policies is None:
+            object.__setattr__(self, "policies", NamespacePolicies(self.settings))
+
+    def resolved(self, cluster: Cluster, namespace: str, now: datetime) -> Resolved:
+        """The namespace's policy and the settings its passes decide with."""
+        return self.policies.for_namespace(cluster, namespace, now)
 
     def run(self, work: JobPass, cluster: Cluster, now: datetime) -> PassResult:
-        """Re-read the job (and, when a rule may apply, its pods) and decide on that."""
-        if not cluster.knows_job(work.ref):  # only a replay cannot tell: it never saw the job
-            ref = work.ref
+        """Re-read the job (and, when a rule may apply, its pods) and decide on that, with
+        the settings of its namespace's policy; nothing at all where podsweeper is off."""
+        ref = work.ref
+        if not cluster.knows_job(ref):  # only a replay cannot tell: it never saw the job
             return PassResult([], f"job unknown, not gone: {ref.kind.kind} {ref.namespace}/{ref.name}", 0)
-        if work.ref.kind.chain is not None:
-            return self.chain(work, cluster, now)
-        return self.v1(work, cluster, now)
+        resolved = self.resolved(cluster, ref.namespace, now)
+        if resolved.policy.mode is Mode.OFF:
+            return PassResult([], off_note(ref.namespace), 0)
+        if ref.kind.chain is not None:
+            result = self.chain(work, cluster, now, resolved.settings)
+        else:
+            result = self.v1(work, cluster, now, resolved.settings)
+        return replace(result, decisions=stamped(result.decisions, resolved.policy))
 
-    def v1(self, work: JobPass, cluster: Cluster, now: datetime) -> PassResult:
+    def v1(
+        self, work: JobPass, cluster: Cluster, now: datetime, settings: Settings | None = None
+    ) -> PassResult:
+        settings = settings or self.settings
         job = cluster.get_job(work.ref)
         replaced = job is not None and work.ref.uid is not None and job.uid != work.ref.uid
         owner = None if replaced else job  # a same-named new job does not own the old pods
         decisions: list[Decision] = []
         if job is not None:
             # A same-named new job (replaced) gets only its new-job warnings from this pass.
-            decisions += engine.decide_job(job, now, self.settings, new=work.check_backoff, replaced=replaced)
+            decisions += engine.decide_job(job, now, settings, new=work.check_backoff, replaced=replaced)
         note = None
         if job is None or job.finished or replaced or work.reason.lists_pods:
             pods = cluster.list_job_pods(work.ref, all_label_sets=work.all_label_sets)
@@ -98,16 +129,19 @@ class JobPassRunner:
             vias = engine.launcher_links(pods) if launcher is not None else []
             links = [cluster.get_intermediate(launcher.link, ns, via.name) for via in vias if launcher]
             launchers = engine.proven_launchers(owner, [link for link in links if link is not None])
-            decisions += engine.decide_pods(work.ref, job, pods, now, self.settings, launchers)
-            note = left_to_operator(owner, pods, now, self.settings)
-        bound = engine.delete_bound(owner, self.settings)
+            decisions += engine.decide_pods(work.ref, job, pods, now, settings, launchers)
+            note = left_to_operator(owner, pods, now, settings)
+        bound = engine.delete_bound(owner, settings)
         if not decisions:
             note = note or "the fresh state names no pod for any rule"
         return PassResult(decisions, note, bound)
 
-    def chain(self, work: JobPass, cluster: Cluster, now: datetime) -> PassResult:
+    def chain(
+        self, work: JobPass, cluster: Cluster, now: datetime, settings: Settings | None = None
+    ) -> PassResult:
         """A chained job (TrainJob): read the job, its JobSet, the Jobs and pods labelled with
         its name, decide on the whole chain."""
+        settings = settings or self.settings
         ref, chain = work.ref, work.ref.kind.chain
         assert chain is not None
         job = cluster.get_job(ref)
@@ -130,10 +164,10 @@ class JobPassRunner:
                 mark = seen  # remembered: Trainer may erase the finish (a Failed TrainJob restarted)
                 cluster.write_finish_mark(job.ref, mark)
         lineage = Lineage(ref, job, jobset, batch_jobs, pods, mark)
-        decisions = engine.decide_chain(lineage, now, self.settings, new=work.check_backoff)
+        decisions = engine.decide_chain(lineage, now, settings, new=work.check_backoff)
         self._keep_chain_evidence(decisions, lineage, cluster)
         note = None if decisions else "the fresh state of the chain names nothing for any rule"
-        return PassResult(decisions, note, self.settings.max_deletes_per_event)
+        return PassResult(decisions, note, settings.max_deletes_per_event)
 
     def _keep_chain_evidence(self, decisions: list[Decision], lineage: Lineage, cluster: Cluster) -> None:
         """Failed runs of the pods a JobSet/Job delete is about to take with it, logs included.

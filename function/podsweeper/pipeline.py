@@ -11,18 +11,21 @@ import threading
 from collections import defaultdict
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
 from podsweeper import metrics
-from podsweeper.actions import Applied, carry_out
+from podsweeper.actions import Applied, carry_out, dry_run
 from podsweeper.cluster.base import Cluster
 from podsweeper.config import Settings
 from podsweeper.decisions import Decision, Result
 from podsweeper.intake import Intake
 from podsweeper.keeper import EvidenceKeeper
+from podsweeper.namespaces import NamespacePolicies
+from podsweeper.notify import Notifier, notices
 from podsweeper.passes import JobPassRunner
+from podsweeper.policy import Mode
 from podsweeper.report import log_decision
 from podsweeper.routing import Router
 from podsweeper.sweep import RECLAIMED, SweepEnd, Sweeper, SweepRun
@@ -69,14 +72,24 @@ class Pipeline:
     # Deletes of one pass run concurrently (PODSWEEPER_DELETE_CONCURRENCY); the replay keeps
     # them in order on its single-threaded simulated cluster.
     concurrent_deletes: bool = True
+    # How long a Namespace's policy read is used (None: PODSWEEPER_NAMESPACE_CACHE_SECONDS); the
+    # replay reads it every time, its stream may change it from one event to the next.
+    namespace_cache_seconds: float | None = None
+    # Decisions out as CloudEvents (K_SINK); None: none are built.
+    notifier: Notifier | None = None
     _executor: Executor | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._keeper = EvidenceKeeper(self.settings)
+        self.policies = NamespacePolicies(self.settings, self.namespace_cache_seconds)
+        self._keeper = EvidenceKeeper(self.settings, self._evidence_kept_in)
         self._router = Router(self.settings, self._keeper)
-        self._passes = JobPassRunner(self.settings, self._keeper)
+        self._passes = JobPassRunner(self.settings, self._keeper, self.policies)
         self._sweeper = Sweeper(self.settings, self._passes)
+
+    def _evidence_kept_in(self, cluster: Cluster, namespace: str) -> bool:
+        """Evidence is kept wherever podsweeper is not `off` (podsweeper.dev/mode)."""
+        return self.policies.for_namespace(cluster, namespace, datetime.now(UTC)).policy.mode is not Mode.OFF
 
     def handle(self, intake: Intake, now: datetime, deadline: float | None = None) -> Outcome:
         """Handle one parsed event. Raises ApiUnavailable when the API fails (-> 503)."""
@@ -119,7 +132,7 @@ class Pipeline:
             reclaimed = decision.gpu_seconds(now) if item.result in RECLAIMED else 0.0
             if reclaimed:
                 metrics.RECLAIMED_GPU_SECONDS.labels(decision.namespace, decision.rule.value).inc(reclaimed)
-            log_decision(outcome.event_id, decision, item.result, self.settings.dry_run, reclaimed)
+            log_decision(outcome.event_id, decision, item.result, dry_run(decision, self.settings), reclaimed)
             outcome.applied.append(item)
 
         acting = self._keeper.before_acting(cluster, decisions)
@@ -129,8 +142,17 @@ class Pipeline:
             # What was deleted before the failure is kept if the API lets us; the failure goes on.
             self._keeper.after_acting(cluster, acting, outcome.applied[before:], best_effort=True)
             raise
+        finally:
+            self._notify(outcome.applied[before:], outcome.event_id, now)
         self._keeper.after_acting(cluster, acting, outcome.applied[before:])
         return sum(1 for item in outcome.applied[before:] if item.result is Result.DELETED)
+
+    def _notify(self, applied: list[Applied], event_id: str, now: datetime) -> None:
+        """Tell the owners what was done (or would be): queued, never waited for."""
+        if self.notifier is None or not applied:
+            return
+        dry = partial(dry_run, settings=self.settings)
+        self.notifier.submit(notices(applied, dry, event_id, now, self.notifier.source))
 
     def _deleter(self) -> Executor | None:
         if not self.concurrent_deletes or self.settings.delete_concurrency == 1:

@@ -18,9 +18,11 @@ from podsweeper.cluster.simulated import SimulatedCluster
 from podsweeper.config import Settings
 from podsweeper.errors import BadEvent
 from podsweeper.intake import EventAttributes, Intake, parse_event
+from podsweeper.model import Namespace, Verb
+from podsweeper.objects.namespaces import decode_namespace, is_namespace
 from podsweeper.objects.pages import json_bytes
 from podsweeper.pipeline import Outcome, Pipeline
-from podsweeper.triggers import PING_TYPE, ObjectChange, SweepRequest
+from podsweeper.triggers import PING_TYPE, RESOURCE_PREFIX, ObjectChange, SweepRequest
 
 
 class MalformedLine(Exception):
@@ -48,7 +50,7 @@ class ReplayRun:
 
 
 def read_events(path: str, stream: TextIO) -> Iterator[tuple[int, Intake, datetime]]:
-    for number, intake, now, _ in read_versioned(path, stream):
+    for number, intake, now, _, _ in read_versioned(path, stream):
         yield number, intake, now
 
 
@@ -59,8 +61,11 @@ def _resource_version(data: object) -> str:
     return version if isinstance(version, str) else ""
 
 
-def read_versioned(path: str, stream: TextIO) -> Iterator[tuple[int, Intake, datetime, str]]:
-    """Each event with its object's resourceVersion, which the simulated cluster orders by."""
+def read_versioned(
+    path: str, stream: TextIO
+) -> Iterator[tuple[int, Intake, datetime, str, Namespace | None]]:
+    """Each event with its object's resourceVersion, which the simulated cluster orders by, and
+    the Namespace it carries, if it is one (its annotations are that namespace's policy)."""
     for number, text in enumerate(stream, start=1):
         if not text.strip():
             continue
@@ -78,7 +83,17 @@ def read_versioned(path: str, stream: TextIO) -> Iterator[tuple[int, Intake, dat
             raise MalformedLine(path, number, str(error)) from None
         if intake.attributes.time is None:
             raise MalformedLine(path, number, "event has no 'time' attribute (the replay's clock)")
-        yield number, intake, intake.attributes.time, _resource_version(data)
+        namespace = None
+        if (
+            isinstance(data, dict)
+            and is_namespace(data)
+            and intake.attributes.type.startswith(RESOURCE_PREFIX)
+        ):
+            try:
+                namespace = decode_namespace(json_bytes(data))
+            except BadEvent as error:
+                raise MalformedLine(path, number, str(error)) from None
+        yield number, intake, intake.attributes.time, _resource_version(data), namespace
 
 
 FINAL_SWEEP = "(final sweep)"
@@ -100,11 +115,14 @@ def replay(
     ignored rather than rolling the simulated object back (SimulatedCluster.observe).
     """
     run = ReplayRun()
-    pipeline = Pipeline(run.cluster, settings, concurrent_deletes=False)
+    pipeline = Pipeline(run.cluster, settings, concurrent_deletes=False, namespace_cache_seconds=0)
     for path in paths:
         with Path(path).open(encoding="utf-8") as stream:
-            for number, intake, now, version in read_versioned(path, stream):
+            for number, intake, now, version, namespace in read_versioned(path, stream):
                 observed = None
+                if namespace is not None:  # its policy from here on (the pipeline ignores it)
+                    verb = intake.attributes.type.removeprefix(RESOURCE_PREFIX)
+                    run.cluster.observe_namespace(Verb(verb), namespace)
                 if isinstance(intake.trigger, ObjectChange):
                     observed = run.cluster.observe(intake.trigger.verb, intake.trigger.obj, version)
                 outcome = (

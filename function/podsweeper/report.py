@@ -16,6 +16,7 @@ from typing import TextIO
 
 from podsweeper.decisions import Decision, Result, Rule
 from podsweeper.model import ContainerView, EventRecord, JobRef
+from podsweeper.policy import Knob, knobs_of
 from podsweeper.rules import BY_RULE
 
 decision_log = logging.getLogger("podsweeper.decisions")
@@ -50,6 +51,24 @@ def setup_logging(stream: TextIO | None = None) -> None:
     decision_log.propagate = False
 
 
+def rule_knobs(rule: Rule) -> tuple[Knob, ...]:
+    """What a namespace may set that this rule's decisions depend on (besides the mode)."""
+    return knobs_of(BY_RULE[rule].settings)
+
+
+def applied_settings(decision: Decision) -> dict[str, dict[str, str]]:
+    """The settings a decision was made under and where each came from ({} if not stamped)."""
+    return {} if decision.policy is None else decision.policy.applied(rule_knobs(decision.rule))
+
+
+def _settings_note(decision: Decision, *more: Decision) -> str:
+    """The same, for an Event's message (the decisions of one job: one namespace, one policy)."""
+    if decision.policy is None:
+        return ""
+    knobs = [knob for d in (decision, *more) for knob in rule_knobs(d.rule)]
+    return f" [podsweeper settings: {decision.policy.describe(knobs)}]"
+
+
 def log_decision(
     event_id: str, decision: Decision, result: Result | None, dry_run: bool, gpu_seconds: float = 0.0
 ) -> None:
@@ -61,6 +80,7 @@ def log_decision(
         "dry_run": dry_run,
         "gpus": decision.gpus,
         "gpu_seconds": round(gpu_seconds, 1),
+        "settings": applied_settings(decision),
     }
     decision_log.info(json.dumps(line, sort_keys=False))
 
@@ -70,8 +90,10 @@ def _event_name(job: JobRef, *parts: str) -> str:
     return f"{job.name[:200]}.{digest}"
 
 
-def _truncate(message: str) -> str:
-    return message if len(message) <= MAX_EVENT_MESSAGE else message[: MAX_EVENT_MESSAGE - 3] + "..."
+def truncate(message: str, tail: str = "") -> str:
+    """At most MAX_EVENT_MESSAGE characters; `tail` (the settings note) is kept whole."""
+    room = MAX_EVENT_MESSAGE - len(tail)
+    return (message if len(message) <= room else message[: room - 3] + "...") + tail
 
 
 def describe_container(c: ContainerView) -> str:
@@ -98,7 +120,7 @@ def warning_event(decision: Decision, now: datetime) -> EventRecord:
         involved=decision.job,
         type="Warning",
         reason=warning_reason(decision.rule),
-        message=_truncate(f"{decision.kind} {decision.name}: {decision.reason}"),
+        message=truncate(f"{decision.kind} {decision.name}: {decision.reason}", _settings_note(decision)),
         time=now,
         progress=progress,
     )
@@ -112,9 +134,10 @@ def suspend_event(decision: Decision, now: datetime) -> EventRecord:
         involved=decision.job,
         type="Warning",
         reason=suspend_reason(decision.rule),
-        message=_truncate(
+        message=truncate(
             f"podsweeper suspended the job ({switch}: true): {decision.kind} {decision.name}: "
-            f"{decision.reason}. Fix the cause, then set suspend: false to start it again."
+            f"{decision.reason}. Fix the cause, then set suspend: false to start it again.",
+            _settings_note(decision),
         ),
         time=now,
     )
@@ -142,6 +165,6 @@ def cleanup_event(job: JobRef, deleted: Iterable[Decision], now: datetime) -> Ev
         involved=job,
         type="Normal",
         reason="PodsCleanedUp",
-        message=_truncate(message),
+        message=truncate(message, _settings_note(*deleted)),
         time=now,
     )

@@ -7,6 +7,8 @@ starts, and answers irrelevant or malformed events, without ever reaching the AP
 
 from __future__ import annotations
 
+import atexit
+import os
 import threading
 import time
 from collections.abc import Mapping
@@ -18,25 +20,41 @@ from podsweeper.cluster.base import Cluster
 from podsweeper.config import Settings, load_settings
 from podsweeper.errors import ApiUnavailable, BadEvent
 from podsweeper.intake import parse_event
+from podsweeper.notify import Notifier, overrides
 from podsweeper.pipeline import Outcome, Pipeline
 from podsweeper.report import setup_logging
 from podsweeper.triggers import ACCEPTED_TYPES
 
 
 class Service:
-    def __init__(self, settings: Settings, cluster: Cluster | None = None, kubeconfig: str | None = None):
+    def __init__(
+        self,
+        settings: Settings,
+        cluster: Cluster | None = None,
+        kubeconfig: str | None = None,
+        notifier: Notifier | None = None,
+    ):
         self.settings = settings
         self._cluster = cluster
         self._kubeconfig = kubeconfig
         self._lock = threading.Lock()
-        self.pipeline = Pipeline(cluster if cluster is not None else _LazyCluster(self), settings)
+        self.notifier = notifier
+        self.pipeline = Pipeline(
+            cluster if cluster is not None else _LazyCluster(self), settings, notifier=notifier
+        )
 
     @classmethod
     def from_environment(cls) -> Service:
-        """The served function's Service: PODSWEEPER_* settings, decision lines on stdout."""
+        """The served function's Service: PODSWEEPER_* settings, decision lines on stdout, and
+        decisions out as CloudEvents when K_SINK names a sink (flushed, bounded, at exit)."""
         settings = load_settings()
         setup_logging()
-        return cls(settings)
+        sink = os.environ.get("K_SINK", "").strip()
+        notifier = None
+        if sink:
+            notifier = Notifier(sink, settings, overrides(os.environ.get("K_CE_OVERRIDES")))
+            atexit.register(notifier.close)
+        return cls(settings, notifier=notifier)
 
     @property
     def cluster(self) -> Cluster:

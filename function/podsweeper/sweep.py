@@ -27,7 +27,8 @@ from podsweeper.decisions import Action, Decision, Result
 from podsweeper.errors import ApiUnavailable
 from podsweeper.model import Intermediate, Job, JobRef, Node, Pod
 from podsweeper.ownership import controlled_by, has_current_labels, intermediate_job
-from podsweeper.passes import JobPassRunner, made_again
+from podsweeper.passes import JobPassRunner, made_again, stamped
+from podsweeper.policy import Mode
 from podsweeper.triage import JobPass, PassReason, in_scope
 
 JobKey = tuple[str, str, str]
@@ -199,7 +200,7 @@ class Sweeper:
                     return ListPosition(index, page.resume)
             for chained in kinds.TRAINING_KINDS:
                 if chained.chain is not None:
-                    self._nominate_chain(chained, namespace, cluster, run)
+                    self._nominate_chain(chained, namespace, cluster, run, now)
             if index + 1 < len(scopes) and list_until is not None and self.clock() >= list_until:
                 return ListPosition(index + 1)
         return None
@@ -221,6 +222,9 @@ class Sweeper:
         for pod in page.pods:
             if pod.job is None or in_scope(pod.namespace, self.settings) is not None:
                 continue
+            resolved = self.passes.resolved(cluster, pod.namespace, now)
+            if resolved.policy.mode is Mode.OFF:
+                continue
             if pod.terminating:
                 if stuck_rule and looks_stuck(pod, now, self.settings):
                     run.stuck[(pod.namespace, pod.name)] = pod
@@ -238,7 +242,7 @@ class Sweeper:
             # A launcher pod of a listed job is proven by the pass (launchers=None), not here;
             # one whose job is not listed is nobody's to nominate (its Job may be anyone's).
             launchers: frozenset[str] | None = None if key in jobs else frozenset()
-            listed = engine.decide_pods(ref, jobs.get(key), [pod], now, self.settings, launchers)
+            listed = engine.decide_pods(ref, jobs.get(key), [pod], now, resolved.settings, launchers)
             run.count(listed)
             unsettled = key in jobs and jobs[key].failed_unsettled_at is not None  # its pass decides
             if not unsettled and not any(d.action is not Action.SKIP for d in listed):
@@ -247,7 +251,7 @@ class Sweeper:
             run.nominate(ref, all_label_sets=not has_current_labels(pod.labels))
 
     def _nominate_chain(
-        self, kind: kinds.TrainingKind, namespace: str | None, cluster: Cluster, run: SweepRun
+        self, kind: kinds.TrainingKind, namespace: str | None, cluster: Cluster, run: SweepRun, now: datetime
     ) -> None:
         """A chained kind's candidates, from its JobSets and Jobs as listed: a JobSet whose
         TrainJob is gone or finished, a Job whose JobSet is gone, an ownerless one. The pass
@@ -263,16 +267,20 @@ class Sweeper:
             owned = job is not None and controlled_by(jobset.controller, kind.kind, job.uid)
             if owned and job is not None and not made_again(job, jobset) and not runs_on(job, jobset):
                 continue  # its first JobSet, ended with its job or running with it: nothing a rule names
-            self._nominate_intermediate(jobset, run)
+            self._nominate_intermediate(jobset, run, cluster, now)
         for batch_job in cluster.list_intermediates(chain.links[-1], namespace, chain.name_label):
             parent = jobsets.get((batch_job.namespace, batch_job.labels.get(chain.name_label, "")))
             if parent is not None and controlled_by(batch_job.controller, parent.link.kind, parent.uid):
                 continue
-            self._nominate_intermediate(batch_job, run)
+            self._nominate_intermediate(batch_job, run, cluster, now)
 
-    def _nominate_intermediate(self, intermediate: Intermediate, run: SweepRun) -> None:
+    def _nominate_intermediate(
+        self, intermediate: Intermediate, run: SweepRun, cluster: Cluster, now: datetime
+    ) -> None:
         ref = intermediate_job(intermediate)
         if ref is None or in_scope(ref.namespace, self.settings) is not None:
+            return
+        if self.passes.resolved(cluster, ref.namespace, now).policy.mode is Mode.OFF:
             return
         run.candidates.setdefault(ref.key, JobPass(ref, PassReason.SWEEP))
 
@@ -301,10 +309,14 @@ class Sweeper:
                 continue
             if pod.job.kind.chain is not None and not self._chain_proven(pod, cluster):
                 continue
+            resolved = self.passes.resolved(cluster, namespace, now)
+            if resolved.policy.mode is Mode.OFF:
+                continue
             job = cluster.get_job(pod.job)
             if pod.node not in nodes:
                 nodes[pod.node] = cluster.get_node(pod.node)
-            decided += engine.decide_stuck(pod, nodes[pod.node], job, now, self.settings)
+            found = engine.decide_stuck(pod, nodes[pod.node], job, now, resolved.settings)
+            decided += stamped(found, resolved.policy)
         forced = act(decided, self.settings.max_deletes_per_event) if decided else 0
         return f"{forced} of {len(stuck)} pod(s) stuck terminating force-deleted{stopped}"
 

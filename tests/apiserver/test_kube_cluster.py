@@ -22,6 +22,8 @@ from podsweeper.config import Settings
 from podsweeper.decisions import Result
 from podsweeper.errors import ApiUnavailable
 from podsweeper.model import EventRecord, FinishMark, JobRef
+from podsweeper.namespaces import POLICY_WARNING_REASON, NamespacePolicies
+from podsweeper.policy import Mode
 from podsweeper.service import Service
 from tests.fixtures.builders import at, event, ping, split
 from tests.fixtures.builders import container_status as cs
@@ -116,6 +118,23 @@ def test_record_event_creates_then_counts(cluster, operator, namespace):
     (event,) = operator.events("CrashLoopWithoutLimit")
     assert event.count == 3 and event.message == "third"
     assert event.involved_object.uid == job["metadata"]["uid"] and event.involved_object.kind == "PyTorchJob"
+
+
+def test_a_namespace_policy_is_read_and_a_bad_value_is_warned_on_the_namespace(cluster, admin_api, namespace):
+    """The function's user reads a Namespace (RBAC get on namespaces) and writes the Warning on
+    it, in that namespace (the API server requires the involvedObject's namespace to be the
+    Event's)."""
+    core = client.CoreV1Api(admin_api)
+    notes = {"podsweeper.dev/mode": "dry-run", "podsweeper.dev/orphan-grace-seconds": "soon"}
+    core.patch_namespace(namespace, {"metadata": {"annotations": notes}})
+    found = cluster.get_namespace(namespace)
+    assert found is not None and found.uid and found.annotations["podsweeper.dev/mode"] == "dry-run"
+    assert cluster.get_namespace(f"absent-{namespace}") is None
+    resolved = NamespacePolicies(Settings()).for_namespace(cluster, namespace, datetime.now(UTC))
+    assert resolved.policy.mode is Mode.DRY_RUN and len(resolved.policy.problems) == 1
+    (warning,) = core.list_namespaced_event(namespace, field_selector=f"reason={POLICY_WARNING_REASON}").items
+    assert (warning.involved_object.kind, warning.involved_object.name) == ("Namespace", namespace)
+    assert warning.type == "Warning" and "orphan-grace-seconds" in warning.message
 
 
 def test_record_event_with_progress_is_written_again_only_when_it_grew(cluster, operator, namespace):

@@ -123,7 +123,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "dry-run-ignored",
         "actions.py",
-        "                if settings.dry_run:\n",
+        "                if dry_run(decision, settings):\n",
         "                if False:\n",
         "dry-run deletes",
     ),
@@ -324,7 +324,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "dry-run-suspends",
         "actions.py",
-        "outcome = Result.DRY_RUN if settings.dry_run else suspended.get(decision.job.key)",
+        "outcome = Result.DRY_RUN if dry_run(decision, settings) else suspended.get(decision.job.key)",
         "outcome = suspended.get(decision.job.key)",
         "dry-run suspends jobs",
     ),
@@ -477,5 +477,64 @@ MUTANTS: tuple[Mutant, ...] = (
         "    return f\"{where}: {first['msg']} (got {first.get('input')!r})\"",
         "secrets: a 400 answer (and its log line) quotes the invalid input, a pod's env value with it",
         (SECRETS,),
+    ),
+    # Namespace policy (podsweeper.policy) and the CloudEvents out (podsweeper.notify).
+    Mutant(
+        "namespace-lifts-dry-run",
+        "policy.py",
+        "        if mode is Mode.LIVE and settings.dry_run and not settings.namespace_live_allowed:\n",
+        "        if False:\n",
+        "a namespace's podsweeper.dev/mode: live lifts a global dry-run without PODSWEEPER_NAMESPACE_LIVE_ALLOWED",
+        (UNIT,),
+    ),
+    Mutant(
+        "global-dry-run-gate-gone",
+        "actions.py",
+        "    if settings.dry_run and not settings.namespace_live_allowed:\n        return True\n",
+        "",
+        "the acting side no longer holds a global dry-run against a decision's policy",
+        (UNIT,),
+    ),
+    Mutant(
+        "namespace-off-ignored",
+        "passes.py",
+        "        if resolved.policy.mode is Mode.OFF:\n            return PassResult([], off_note(ref.namespace), 0)\n",
+        "",
+        "podsweeper.dev/mode: off still decides (and warns) in that namespace",
+        (UNIT, PROPERTY),
+    ),
+    Mutant(
+        "namespace-grace-below-the-floor",
+        "policy.py",
+        "    if seconds < floor:\n",
+        "    if seconds < 0:\n",
+        "a namespace shortens a grace below the global one without PODSWEEPER_NAMESPACE_MIN_GRACE_SECONDS",
+        (UNIT,),
+    ),
+    Mutant(
+        "emitter-blocks-the-delete",
+        "pipeline.py",
+        "        self.notifier.submit(notices(applied, dry, event_id, now, self.notifier.source))\n",
+        "        for notice in notices(applied, dry, event_id, now, self.notifier.source):\n"
+        "            self.notifier._send(notice)\n",
+        "CloudEvents sent inside the pass: a slow sink delays the delete",
+        (UNIT,),
+    ),
+    Mutant(
+        "dry-run-emits-a-live-type",
+        "notify.py",
+        "    if dry_run:\n        return DRY_RUN if result in DRY_RUN_RESULTS else None\n",
+        "",
+        "a dry run sends dev.podsweeper.job.warned (a live type) for the warnings it writes",
+        (UNIT,),
+    ),
+    Mutant(
+        "restart-record-in-the-finish-second",
+        "rules/finished_trainjob_restarted.py",
+        "_after(jobset, mark.at, strictly=shown)",
+        "_after(jobset, mark.at)",
+        "finished-trainjob-restarted: a JobSet made in the second of a finish the TrainJob still shows "
+        "counts as a restart when podsweeper's record of the finish names no JobSet (the oracle disagreed)",
+        (UNIT,),
     ),
 )

@@ -66,7 +66,8 @@ from podsweeper.cluster.simulated import SimulatedCluster
 from podsweeper.config import Settings, load_settings
 from podsweeper.intake import parse_event
 from podsweeper.keeper import EvidenceKeeper
-from podsweeper.model import Node, NodeReady
+from podsweeper.model import Namespace, Node, NodeReady
+from podsweeper.objects.namespaces import decode_namespace
 from podsweeper.objects.pages import json_bytes
 from podsweeper.passes import JobPassRunner
 from podsweeper.pipeline import Pipeline
@@ -78,6 +79,7 @@ from tests.support.model_mpi import LauncherJobSpec, unwatched
 from tests.support.model_trainer import ChainPodSpec, IntermediateSpec, TrainJobSpec
 from tests.support.model_world import (
     JobSpec,
+    NamespaceSpec,
     PodSpec,
     Scenario,
     WorldEvent,
@@ -231,7 +233,7 @@ def expected_restart_warnings(world: World, event: WorldEvent, now, handled: boo
     return {(uid, *named) for (_, uid), named in named.items() if named[0] == UNBOUNDED_JOBSET_RESTARTS}
 
 
-def check_chain_decision(world: World, d, result, now, *, dry_run: bool) -> int:
+def check_chain_decision(world: World, d, result, now) -> int:
     """A Trainer v2 delete (JobSet or batch Job) must be exactly what the rules name now."""
     rule, action = d.rule.value, d.action.value
     found = world.workloads.get((d.kind, d.namespace, d.name))
@@ -246,14 +248,14 @@ def check_chain_decision(world: World, d, result, now, *, dry_run: bool) -> int:
     if action != "delete":
         assert result is None, (action, result)
         return 0
-    assert result in (("dry-run",) if dry_run else ("deleted", "deferred")), result
+    assert result in (("dry-run",) if world.dry(d.namespace) else ("deleted", "deferred")), result
     if result == "deleted":
         world.podsweeper_deleted_intermediate(d.kind, d.namespace, d.name, d.uid)
         return 1
     return 0
 
 
-def check_trainjob_decision(world: World, d, result, now, *, dry_run: bool) -> bool:
+def check_trainjob_decision(world: World, d, result, now) -> bool:
     """finished-trainjob-restarted: exactly what the rules name for the TrainJob now; True
     when the TrainJob was suspended (the caller applies it once the event is judged)."""
     rule, action = d.rule.value, d.action.value
@@ -265,6 +267,7 @@ def check_trainjob_decision(world: World, d, result, now, *, dry_run: bool) -> b
         f"TrainJob {d.namespace}/{d.name}: function decided {rule}/{action}, the rules name {named} "
         f"({job}; its JobSet {world.workloads.get((JOBSET, d.namespace, d.name))}; now {now})"
     )
+    dry_run = world.dry(d.namespace)
     expected = {"suspend": ("dry-run",) if dry_run else ("suspended",), "warn": ("warned", "already-warned")}
     assert result in expected.get(action, (None,)), (action, result)
     return result == "suspended"
@@ -276,7 +279,6 @@ def check_outcome(
     event: WorldEvent,
     now,
     *,
-    dry_run: bool,
     mode: str = "resource",
     handled: bool = True,
 ) -> int:
@@ -318,6 +320,7 @@ def check_outcome(
     for item in outcome.applied:
         d, result = item.decision, item.result
         rule, action = d.rule.value, d.action.value
+        dry_run = world.dry(d.namespace)  # the namespace's policy, as the oracle reads it
         figures.add(f"property: decisions judged ({rule} / {action})")
         if d.kind == "Pod" and rule == "stuck-terminating":
             pod = world.pods.get((d.namespace, d.name))
@@ -361,11 +364,11 @@ def check_outcome(
                 expected = ("warned", "already-warned") if action == "warn" else (None,)
                 assert result in expected, (action, result)
         elif d.kind in (JOBSET, BATCH_JOB):
-            deletes += check_chain_decision(world, d, result, now, dry_run=dry_run)
+            deletes += check_chain_decision(world, d, result, now)
         elif d.kind == TRAINJOB and rule == UNBOUNDED_JOBSET_RESTARTS:  # judged exactly above
             assert result in (("warned", "already-warned") if action == "warn" else (None,)), (action, result)
         elif d.kind == TRAINJOB:
-            if check_trainjob_decision(world, d, result, now, dry_run=dry_run):
+            if check_trainjob_decision(world, d, result, now):
                 suspends.append((world.podsweeper_suspended, d.namespace, d.name, d.uid))
         elif rule == "failed-mpijob-running":
             job = world.jobs.get((d.kind, d.namespace, d.name))
@@ -484,17 +487,17 @@ def replay_and_check(scenario: Scenario, stream: list[WorldEvent], label: str) -
         else:
             cap = config.max_deletes_per_event
             assert_sweep_decided(step.outcome, sweep_names(world, e.time), e.time, cap)
-        check_outcome(world, step.outcome, e, e.time, dry_run=config.dry_run, handled=shown)
+        check_outcome(world, step.outcome, e, e.time, handled=shown)
     # The world the oracle kept and the simulated cluster agree on what is left.
     assert set(world.pods) == set(run.cluster.pods), set(world.pods) ^ set(run.cluster.pods)
     assert set(world.workloads) == set(run.cluster.intermediates), set(world.workloads) ^ set(
         run.cluster.intermediates
     )
-    if not config.dry_run:
-        assert_nothing_left(world, stream[-1].time)
-    else:
+    assert_nothing_left(world, stream[-1].time)  # the oracle owes nothing where it is dry-run
+    dry_everywhere = all(world.dry(namespace) for namespace in world_tables.NAMESPACES)
+    if dry_everywhere:
         assert not run.cluster.deleted_by_podsweeper
-    assert_evidence_truthful(run.cluster.evidence, world.deleted, config.dry_run)
+    assert_evidence_truthful(run.cluster.evidence, world.deleted, dry_everywhere)
     deleted = sum(1 for s in run.steps for a in s.outcome.applied if a.result == "deleted")
     cleaned = sum(
         int(r.record.message.split()[2]) * r.count
@@ -524,7 +527,11 @@ def test_replay_is_safe_and_leaves_nothing_the_rules_name(scenario, rng: random.
 
 @reproducible
 @settings(max_examples=EXAMPLES, **PROPERTY)
-@given(scenario=scenarios(settings_strategy(dry_run=st.just(True))), rng=st.randoms(use_true_random=False))
+@given(
+    # A namespace's `podsweeper.dev/mode: live` is drawn too: without the allowance it lifts nothing.
+    scenario=scenarios(settings_strategy(dry_run=st.just(True), live_allowed=st.just(False))),
+    rng=st.randoms(use_true_random=False),
+)
 def test_dry_run_replay_deletes_nothing(scenario, rng: random.Random):
     replay_and_check(scenario, interleave(with_duplicates(scenario.events, rng), rng), "dry run")
 
@@ -541,6 +548,12 @@ class ApiServer(SimulatedCluster):
 
     def knows_job(self, ref):
         return True
+
+    def observe(self, verb, obj, version=None):
+        if isinstance(obj, Namespace):  # the namespace's annotations: its policy from now on
+            self.observe_namespace(verb, obj)
+            return None
+        return super().observe(verb, obj, version)
 
     def get_node(self, name):
         state = self.node_states.get(name, "Ready")
@@ -600,7 +613,7 @@ def test_live_notifications_late_duplicated_or_lost_then_sweep(scenario, rng: ra
             outcome = deliver(pipeline, render(e, mode), now)
             if expected is not None:
                 assert_sweep_decided(outcome, expected, now, config.max_deletes_per_event)
-            check_outcome(world, outcome, e, now, dry_run=False, mode=mode)
+            check_outcome(world, outcome, e, now, mode=mode)
             figures.add("property: live notifications delivered")
     # The backstop: PingSource ticks until one deletes nothing (the per-event cap may need several).
     budget = scenario.settings["max_deletes_per_event"]
@@ -608,7 +621,7 @@ def test_live_notifications_late_duplicated_or_lost_then_sweep(scenario, rng: ra
         expected = sweep_names(world, ping.time)
         outcome = deliver(pipeline, render(ping), ping.time)
         assert_sweep_decided(outcome, expected, ping.time, config.max_deletes_per_event)
-        swept = check_outcome(world, outcome, ping, ping.time, dry_run=False)
+        swept = check_outcome(world, outcome, ping, ping.time)
         figures.add("property: pods the final sweeps had to delete (live)", swept)
         if swept == 0:
             break
@@ -675,6 +688,8 @@ def _parsed(e: WorldEvent):
     from tests.support.model_world import render_object
 
     obj = render_object(e.spec)
+    if isinstance(e.spec, NamespaceSpec):
+        return decode_namespace(json.dumps(obj))
     if isinstance(e.spec, (JobSpec, TrainJobSpec)):
         return parse_job(obj)
     return parse_intermediate(obj) if isinstance(e.spec, IntermediateSpec) else parse_pod(obj)
@@ -822,8 +837,21 @@ V2_NAMED_AT_LEAST = 5  # scenarios (of COVERAGE_EXAMPLES) in which each v2 named
 # grace is caught only where this occurs, so it must be common, not merely reached.
 LEFT_TO_THE_OPERATOR = "finished job's pod left to its operator's own cleanup (within the operator grace)"
 LEFT_TO_THE_OPERATOR_AT_LEAST = 15
+NAMESPACE_KNOBS = (
+    "podsweeper.dev/mode",
+    "podsweeper.dev/crashloop-action",
+    "podsweeper.dev/orphan-grace-seconds",
+    "podsweeper.dev/operator-grace-seconds",
+)
+
+
 EVERY_CASE = frozenset(
     [f"job kind {kind}" for kind in world_tables.KINDS]
+    # Each namespace annotation, used (within the bounds) and refused (a bad value, or bolder
+    # than the global configuration allows), and the modes in force where pods live.
+    + [f"namespace annotation {key} {verdict}" for key in NAMESPACE_KNOBS for verdict in ("used", "refused")]
+    + ["namespace annotation podsweeper.dev/mdoe refused"]
+    + [f"pod in a namespace whose policy is {mode}" for mode in ("off", "dry-run", "live")]
     + ["MPIJob kubeflow.org/v2beta1"]
     + [f"job runPolicy.cleanPodPolicy {policy}" for policy in world_tables.CLEAN_POLICIES]
     + [
@@ -927,6 +955,22 @@ def owner_shape(pod: PodSpec, job_kinds: dict[tuple[str, str], set[str]]) -> str
     return "label-only ownership, pre-v1.6 labels + operator-name"
 
 
+def namespace_policy_cases(spec: NamespaceSpec, world: World) -> set[str]:
+    """Which of a Namespace's annotations the oracle uses, and which it refuses."""
+    cases = set()
+    in_force = world.in_force(spec.name)
+    names = {
+        "podsweeper.dev/mode": "mode",
+        "podsweeper.dev/crashloop-action": "crashloop_action",
+        "podsweeper.dev/orphan-grace-seconds": "orphan_grace_seconds",
+        "podsweeper.dev/operator-grace-seconds": "operator_grace_seconds",
+    }
+    for key, value in spec.annotations:
+        used = key in names and str(in_force[names[key]]) == value.strip()
+        cases.add(f"namespace annotation {key} {'used' if used else 'refused'}")
+    return cases
+
+
 def generated_cases(scenario: Scenario) -> set[str]:
     """Every case of EVERY_CASE this scenario contains (and no name outside it)."""
     cases: set[str] = set()
@@ -959,7 +1003,13 @@ def generated_cases(scenario: Scenario) -> set[str]:
         if spec is None:
             cases.add("PingSource tick within the stream")
             continue
+        if isinstance(spec, NamespaceSpec):
+            world.observe(e.verb, spec)
+            cases |= namespace_policy_cases(spec, world)
+            continue
         cases.add(f"event in namespace {spec.namespace}")
+        if isinstance(spec, PodSpec) and world.annotations.get(spec.namespace):
+            cases.add(f"pod in a namespace whose policy is {world.in_force(spec.namespace)['mode']}")
         if isinstance(spec, LauncherJobSpec) or (isinstance(spec, PodSpec) and launcher_of(spec)):
             cases |= launcher_event_cases(spec)
         elif isinstance(spec, (TrainJobSpec, IntermediateSpec, ChainPodSpec)):

@@ -143,6 +143,21 @@ class PodSpec:
 
 
 @dataclass(frozen=True)
+class NamespaceSpec:
+    """A Namespace and its annotations: its podsweeper policy (docs/configuration.md)."""
+
+    name: str
+    annotations: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def key(self) -> tuple[str]:
+        return (self.name,)
+
+    def render(self) -> dict:
+        return builders.namespace(self.name, dict(self.annotations))
+
+
+@dataclass(frozen=True)
 class WorldEvent:
     """One watch change (or a PingSource tick when spec is None)."""
 
@@ -158,6 +173,8 @@ class WorldEvent:
             return ("job",) + self.spec.key
         if isinstance(self.spec, PodSpec):
             return ("pod",) + self.spec.key
+        if isinstance(self.spec, NamespaceSpec):
+            return ("namespace",) + self.spec.key
         if self.spec is not None:  # a Trainer v2 TrainJob, JobSet or batch Job: (kind, ns, name)
             return ("v2",) + self.spec.key
         return ("ping", self.seq)
@@ -312,6 +329,10 @@ def render(event: WorldEvent, mode: str = "resource", event_id: str | None = Non
     # The API server's resourceVersion grows with every change: the base stream's order. A
     # retry or a second watch delivering an older change carries the older version.
     obj["metadata"]["resourceVersion"] = str(RESOURCE_VERSION_BASE + event.seq)
+    if isinstance(event.spec, NamespaceSpec):  # the shipped source watches none: a recorded one's
+        raw = builders.namespace_event(event.verb, obj, event.time)
+        raw["id"] = event_id or f"e{event.seq}-{event.verb}-namespace-{event.spec.name}"
+        return raw
     raw = builders.event(event.verb, obj, event.time, mode=mode)
     # One id per watch change: a duplicate is the same event again (same source + id).
     raw["id"] = event_id or f"e{event.seq}-{event.verb}-{obj['metadata']['uid']}"
@@ -324,7 +345,9 @@ RESOURCE_VERSION_BASE = 10_000
 # -- strategies ------------------------------------------------------------------------
 
 
-def settings_strategy(*, max_deletes=st.just(1000), dry_run=st.just(False)) -> st.SearchStrategy[dict]:
+def settings_strategy(
+    *, max_deletes=st.just(1000), dry_run=st.just(False), live_allowed=st.booleans()
+) -> st.SearchStrategy[dict]:
     return st.fixed_dictionaries(
         {
             # Mostly every namespace in scope: the rules can act only there.
@@ -338,8 +361,36 @@ def settings_strategy(*, max_deletes=st.just(1000), dry_run=st.just(False)) -> s
             "max_deletes_per_event": max_deletes,
             "dry_run": dry_run,
             "stuck_terminating_seconds": st.sampled_from([None, None, None, 300]),
+            # The bounds of the namespace policies (NAMESPACE_POLICIES): what a namespace may lift.
+            "namespace_live_allowed": live_allowed,
+            "namespace_crashloop_actions": st.sampled_from(["", "", "suspend", "delete,suspend"]),
+            "namespace_min_grace_seconds": st.sampled_from([None, None, 0, 10]),
         }
     )
+
+
+# Annotations a generated Namespace may carry: each knob's allowed and refused values, and a
+# typo. Mostly none: most namespaces leave the global settings in force.
+NAMESPACE_ANNOTATIONS = {
+    "podsweeper.dev/mode": ("off", "dry-run", "live", "live", "Live", "on"),
+    "podsweeper.dev/crashloop-action": ("warn", "suspend", "delete", "stop"),
+    "podsweeper.dev/orphan-grace-seconds": ("0", "5", "600", "x", " 10 "),
+    "podsweeper.dev/operator-grace-seconds": ("0", "5", "600", "-1"),
+    "podsweeper.dev/mdoe": ("off",),
+}
+
+
+@st.composite
+def namespace_policies(draw) -> list[NamespaceSpec]:
+    """Namespaces with podsweeper.dev/ annotations (their policies), some bad on purpose."""
+    out = []
+    for name in NAMESPACES:
+        if draw(st.integers(0, 2)) > 0:
+            continue
+        keys = draw(st.sets(st.sampled_from(sorted(NAMESPACE_ANNOTATIONS)), min_size=1, max_size=3))
+        notes = tuple(sorted((key, draw(st.sampled_from(NAMESPACE_ANNOTATIONS[key]))) for key in keys))
+        out.append(NamespaceSpec(name, notes))
+    return out
 
 
 @st.composite
@@ -647,6 +698,9 @@ def scenarios(draw, settings=None) -> Scenario:
             timed.append((t, order, verb, spec))
             order += 1
     nodes = {name: draw(st.sampled_from(NODE_STATES)) for name in NODES}  # drawn last, as above
+    # The namespaces' policies, shown first (a namespace exists before what runs in it).
+    for spec in draw(namespace_policies()):  # drawn last, as above
+        timed.append((-1, -1, "add", spec))
     timed.sort(key=lambda item: (item[0], item[1]))
     events = [
         WorldEvent(verb, spec, T0 + timedelta(seconds=t), seq) for seq, (t, _, verb, spec) in enumerate(timed)

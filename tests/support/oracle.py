@@ -40,6 +40,17 @@ silent" agrees with each):
   or the pre-v1.6 `group-name: kubeflow.org` + `job-name`) under the name of their job:
   docs/rules.md has the function LIST a job's pods by label.
 
+Namespace policy (docs/configuration.md, "Namespace policy"), restated: a Namespace's
+annotations `podsweeper.dev/mode` (off, dry-run, live), `podsweeper.dev/crashloop-action` (warn,
+suspend, delete), `podsweeper.dev/orphan-grace-seconds` and `podsweeper.dev/operator-grace-seconds`
+(digits) replace the global setting in that namespace when allowed; otherwise the global one
+holds. Always allowed: off, dry-run, warn, a grace no longer than the maximum (and not shorter
+than the global one). live under a global dry-run only with the live allowance; a crash-loop
+action other than warn and the global one only when the allowance lists it; a grace shorter
+than the global one only down to the minimum, when one is set. `off`: nothing is decided there
+(as outside the namespaces); `dry-run`: decisions as usual, nothing deleted or suspended. The
+replay knows a namespace's annotations from the Namespace events of its stream, in order.
+
 Kubeflow Trainer v2 (TrainJob -> JobSet -> batch Job -> Pod, specs of model_trainer.py) is
 restated from the rules' statement, with its own little model of the chain (`chain_named`):
 the TrainJob, the JobSet of its name, the batch Jobs labelled with that name, the pods
@@ -90,7 +101,7 @@ from datetime import datetime
 
 from tests.support.model_mpi import LauncherJobSpec
 from tests.support.model_trainer import IntermediateSpec, TrainJobSpec
-from tests.support.model_world import T0, JobSpec, PodSpec
+from tests.support.model_world import T0, JobSpec, NamespaceSpec, PodSpec
 
 GROUP = "kubeflow.org"
 VERSIONS = {
@@ -242,12 +253,21 @@ class World:
     # replay never rolls an object back to an older change.
     versions: dict[tuple, int] = field(default_factory=dict)
     nodes: dict[str, str] = field(default_factory=dict)  # live: node name -> Ready/NotReady/Unknown/gone
+    annotations: dict[str, dict] = field(default_factory=dict)  # namespace -> its annotations now
+    _in_force: dict[str, dict] = field(default_factory=dict, repr=False)  # in_force's answers
 
     # -- the stream ---------------------------------------------------------------------
     def observe(self, verb: str, spec, version: int | None = None) -> bool:
         """Apply a watch change; False when it is about an object podsweeper already deleted,
         or (given its resourceVersion) older than a change of that object already seen: the
         live function re-reads and never sees the older state, so the replay ignores it."""
+        if isinstance(spec, NamespaceSpec):
+            self._in_force.clear()
+            if verb == "delete":
+                self.annotations.pop(spec.name, None)
+            else:
+                self.annotations[spec.name] = dict(spec.annotations)
+            return True
         if version is not None:
             what = ("pod" if isinstance(spec, PodSpec) else "job" if isinstance(spec, JobSpec) else "v2",)
             slot = what + tuple(spec.key)
@@ -333,7 +353,51 @@ class World:
         if namespace in self._names(self.settings["exclude_namespaces"]):
             return False
         wanted = self._names(self.settings["namespaces"])
-        return not wanted or namespace in wanted
+        return (not wanted or namespace in wanted) and self.in_force(namespace)["mode"] != "off"
+
+    def in_force(self, namespace: str) -> dict:
+        """The settings in force in a namespace: the global ones, and what its annotations may
+        change (the module docstring's restatement)."""
+        if namespace not in self._in_force:
+            self._in_force[namespace] = self._resolve(namespace)
+        return self._in_force[namespace]
+
+    def _resolve(self, namespace: str) -> dict:
+        chosen = self.settings
+        out = dict(chosen, mode="dry-run" if chosen.get("dry_run") else "live")
+        notes = self.annotations.get(namespace, {})
+        if not chosen.get("namespace_policy", True):
+            return out
+        mode = notes.get("podsweeper.dev/mode")
+        if mode in ("off", "dry-run") or (
+            mode == "live" and (not chosen.get("dry_run") or chosen.get("namespace_live_allowed"))
+        ):
+            out["mode"] = mode
+        action = notes.get("podsweeper.dev/crashloop-action")
+        if (
+            action == "warn"
+            or action == chosen["crashloop_action"]
+            or (
+                action in ("suspend", "delete")
+                and action in self._names(chosen.get("namespace_crashloop_actions", ""))
+            )
+        ):
+            out["crashloop_action"] = action
+        for name in ("orphan_grace_seconds", "operator_grace_seconds"):
+            text = (notes.get("podsweeper.dev/" + name.replace("_", "-")) or "").strip()
+            if not text.isdigit() or not text.isascii():
+                continue
+            least = chosen.get(name, DEFAULT_GRACE)
+            if chosen.get("namespace_min_grace_seconds") is not None:
+                least = min(least, chosen["namespace_min_grace_seconds"])
+            if least <= int(text) <= chosen.get("namespace_max_grace_seconds", 7 * 24 * 3600):
+                out[name] = int(text)
+        out["dry_run"] = out["mode"] != "live"
+        return out
+
+    def dry(self, namespace: str) -> bool:
+        """Nothing is deleted or suspended in this namespace."""
+        return self.in_force(namespace)["dry_run"]
 
     def job_of(self, pod: PodSpec):
         kind, name, uid = belongs(pod)
@@ -379,7 +443,7 @@ class World:
             return None
         if job == GONE:
             age = None if pod.created is None else (now - pod.created).total_seconds()
-            if age is None or age < self.settings["orphan_grace_seconds"]:
+            if age is None or age < self.in_force(pod.namespace)["orphan_grace_seconds"]:
                 return None
             return ("orphan", "skip" if is_true(pod.skip) else "delete")
         if suspended(job) or (finished(job) and self.left_to_operator(job, pod, now)):
@@ -404,7 +468,7 @@ class World:
             and job.active_deadline is None
             and crash_loop_restarts(pod) >= self.settings["crashloop_restarts"]
         ):
-            action = self.settings["crashloop_action"]
+            action = self.in_force(pod.namespace)["crashloop_action"]
             # suspend: the job (spec.runPolicy.suspend); a warning where Kueue drives suspend.
             named = ("crash-loop", "warn" if action == "suspend" and job.queued else action)
         if named is None:
@@ -418,7 +482,7 @@ class World:
         conditions turned at `since`, or T0) less than the operator grace ago."""
         policy = clean_pod_policy(job)
         owned = policy == "All" or (policy == "Running" and pod.phase in ("Pending", "Running"))
-        grace = self.settings.get("operator_grace_seconds", 30)
+        grace = self.in_force(job.namespace).get("operator_grace_seconds", 30)
         return owned and (now - (job.since or T0)).total_seconds() < grace
 
     def failed_running(self, job: JobSpec, now: datetime) -> str | None:
@@ -426,7 +490,7 @@ class World:
         Failed without completionTime, not suspended, Failed for the operator grace or longer."""
         if not self.allowed(job.namespace) or not unsettled(job) or suspended(job):
             return None
-        grace = self.settings.get("operator_grace_seconds", DEFAULT_GRACE)
+        grace = self.in_force(job.namespace).get("operator_grace_seconds", DEFAULT_GRACE)
         if (now - (job.since or T0)).total_seconds() < grace:
             return None
         return "skip" if is_true(job.skip) else "warn" if job.queued else "suspend"
@@ -450,6 +514,8 @@ class World:
     def must_delete(self, now: datetime) -> list[tuple[PodSpec, tuple[str, str]]]:
         out = []
         for pod in self.pods.values():
+            if self.dry(pod.namespace):
+                continue  # dry-run there: nothing is owed
             named = self.named(pod, now)
             if named is not None and named[1] == "delete" and findable(pod):
                 out.append((pod, named))
@@ -541,7 +607,7 @@ class World:
         failed_at = next((at for t, s, at in job.conditions if t == "Failed" and s == "True"), None)
         if failed_at is None or job.failed_reason != "DeadlineExceeded":
             return False
-        grace = self.settings.get("operator_grace_seconds", DEFAULT_GRACE)
+        grace = self.in_force(own.namespace).get("operator_grace_seconds", DEFAULT_GRACE)
         if (now - failed_at).total_seconds() < grace or own.created is None or own.created > failed_at:
             return False
         # Its own Jobs: a Job no longer controlled by it keeps its pods when the JobSet goes.
@@ -588,7 +654,7 @@ class World:
             yield w
 
     def _old_enough(self, workload: IntermediateSpec, now: datetime) -> bool:
-        grace = self.settings.get("orphan_grace_seconds", DEFAULT_GRACE)
+        grace = self.in_force(workload.namespace).get("orphan_grace_seconds", DEFAULT_GRACE)
         return workload.created is not None and (now - workload.created).total_seconds() >= grace
 
     @staticmethod
@@ -604,6 +670,8 @@ class World:
         by_uid = {w.uid: w for w in self.workloads.values()} | {j.uid: j for j in self.trainjobs.values()}
         out = []
         for namespace, name in sorted(self.chain_lineages()):
+            if self.dry(namespace):
+                continue
             for (_, uid), named in self.chain_named(namespace, name, now).items():
                 if named[1] in ("delete", "suspend"):
                     out.append((by_uid[uid], named))

@@ -89,6 +89,27 @@ def test_finished_trainjob_restarted_a_failed_trainjob_restarted_by_trainer_is_s
     assert handle(cluster, event("update", new, at(57)), now=57).applied == []
 
 
+def test_finished_trainjob_restarted_a_jobset_made_in_the_second_of_the_finish_is_not_a_restart():
+    """The finish the TrainJob still shows is read alike with and without podsweeper's record of
+    it: a JobSet made in the same second is not "made after" it (a property test's stream: the
+    record was written with no JobSet of the job's own, from an earlier job's JobSet)."""
+    done = v2.trainjob(conditions=[("Complete", at(50))])
+    earlier = v2.jobset(v2.trainjob(generation="-old"), created=at(45), generation="-old")  # young: no orphan
+    cluster = world(done, earlier)
+    assert handle(cluster, event("update", done, at(50)), now=51).applied == []
+    (mark,) = cluster.finish_marks.values()
+    assert (mark.condition, mark.top_uid) == ("Complete", "")
+    cluster.observe(Verb.DELETE, parse_intermediate(earlier))
+    same_second = v2.jobset(done, created=at(50), generation="-2")
+    cluster.observe(Verb.ADD, parse_intermediate(same_second))
+    assert handle(cluster, event("add", same_second, at(52)), now=52).applied == []
+    later = v2.jobset(done, created=at(51), generation="-3")
+    cluster.observe(Verb.DELETE, parse_intermediate(same_second))
+    cluster.observe(Verb.ADD, parse_intermediate(later))
+    outcome = handle(cluster, event("add", later, at(53)), now=53)
+    assert [d[0] for d in decided(outcome)] == [Rule.FINISHED_TRAINJOB_RESTARTED]
+
+
 @pytest.mark.parametrize("read_now", ["new JobSet", "old JobSet terminating", "no JobSet"])
 def test_a_failed_condition_erased_before_the_pass_reads_it_is_still_caught(read_now):
     """JobSet TTL 0 (measured on Trainer v2.3.0): the TrainJob is Failed for ~50 ms, until the

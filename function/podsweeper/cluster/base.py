@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from podsweeper.decisions import Result
 from podsweeper.kinds import IntermediateKind, TrainingKind
-from podsweeper.model import EventRecord, FinishMark, Intermediate, Job, JobRef, Node, Pod
+from podsweeper.model import EventRecord, FinishMark, Intermediate, Job, JobRef, Namespace, Node, Pod
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,10 @@ class Cluster(Protocol):
 
     def get_node(self, name: str) -> Node | None:
         """The node's readiness now; None when the node object no longer exists."""
+
+    def get_namespace(self, name: str) -> Namespace | None:
+        """The Namespace as it is now (its annotations are its podsweeper policy); None on 404
+        (or, in a replay, when the stream never showed it: no annotations)."""
 
     def delete_pod(
         self, namespace: str, name: str, uid: str, resource_version: str = "", force: bool = False

@@ -21,7 +21,18 @@ from podsweeper.cluster.base import PodPage
 from podsweeper.decisions import Result
 from podsweeper.evidence import decode, encode, store_name
 from podsweeper.kinds import IntermediateKind, TrainingKind
-from podsweeper.model import EventRecord, FinishMark, Intermediate, Job, JobRef, Node, NodeReady, Pod, Verb
+from podsweeper.model import (
+    EventRecord,
+    FinishMark,
+    Intermediate,
+    Job,
+    JobRef,
+    Namespace,
+    Node,
+    NodeReady,
+    Pod,
+    Verb,
+)
 from podsweeper.ownership import has_training_label, labelled_job_names, labels_name_job
 
 
@@ -83,6 +94,9 @@ class SimulatedCluster:
     # (and the uid it was of)
     newest: dict[tuple[str, ...], tuple[int, bool, str]] = field(default_factory=dict)
     page_size: int = 500  # pods per page of training_pod_pages, as the API client asks
+    # The Namespaces the stream showed (their annotations are their policy); a namespace it
+    # never showed has none: the global settings apply there.
+    namespaces: dict[str, Namespace] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # list_job_pods' index, so a pass costs the same however many pods the replay holds:
@@ -222,6 +236,16 @@ class SimulatedCluster:
 
     def write_finish_mark(self, job: JobRef, mark: FinishMark) -> None:
         self.finish_marks[(job.key, job.uid)] = mark
+
+    def observe_namespace(self, verb: Verb | str, namespace: Namespace) -> None:
+        """A Namespace's change: its annotations from here on (deleted: none)."""
+        if Verb(verb) is Verb.DELETE:
+            self.namespaces.pop(namespace.name, None)
+        else:
+            self.namespaces[namespace.name] = namespace
+
+    def get_namespace(self, name: str) -> Namespace | None:
+        return self.namespaces.get(name)
 
     def get_node(self, name: str) -> Node | None:
         # A recorded stream carries no node facts: every node counts as Ready, so rule

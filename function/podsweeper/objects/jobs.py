@@ -167,6 +167,7 @@ def _identity(kind: kinds.TrainingKind, obj: JobObject) -> dict[str, Any]:
         "uid": meta.uid,
         "api_version": obj.apiVersion,
         "opted_out": meta.opted_out(),
+        "labels": meta.labels or {},
         "created": meta.creationTimestamp,
     }
 

@@ -62,6 +62,7 @@ def decide(
             f"opted out by {opted} annotation {OPT_OUT_ANNOTATION}; would {action.value}: {reason}",
         )
     gpu_names = settings.gpu_resource_names
+    owner = tuple(sorted(job.labels.items())) if job is not None else ()
     if isinstance(about, Pod):
         return Decision(
             spec.rule,
@@ -78,6 +79,7 @@ def decide(
             node=about.node,
             detail=finding.detail,
             wasted_since=finding.wasted_since,
+            owner=owner,
         )
     held = finding.pods
     return Decision(
@@ -94,4 +96,5 @@ def decide(
         detail=finding.detail,
         wasted_since=finding.wasted_since,
         link=about.link if isinstance(about, Intermediate) else None,
+        owner=owner,
     )

@@ -33,7 +33,11 @@ def check(lineage: Lineage, ctx: Context) -> list[Finding]:
         return []  # suspended, then resumed by a person (spec.suspend false): let it run
     mark = lineage.finish_mark
     if mark is not None:
-        restarted = jobset.uid != mark.top_uid if mark.top_uid else _after(jobset, mark.at)
+        # A record of the finish the job still shows is read as that finish is: a JobSet made
+        # after it, strictly (one made in the same second may be the one it finished with). A
+        # record of an erased finish names the moment from which a JobSet is a new one.
+        shown = job.finished is not None and mark.at == job.finished_at
+        restarted = jobset.uid != mark.top_uid if mark.top_uid else _after(jobset, mark.at, strictly=shown)
         finished, since = mark.condition, mark.at
     elif job.finished is not None:
         restarted, finished, since = (

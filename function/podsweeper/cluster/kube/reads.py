@@ -13,9 +13,10 @@ from podsweeper import kinds
 from podsweeper.cluster.base import PodPage
 from podsweeper.cluster.kube.calls import Calls, Refused, can_exist, can_label, core_path, group_path, log
 from podsweeper.errors import BadEvent
-from podsweeper.model import Intermediate, Job, JobRef, Node, NodeReady, Pod
+from podsweeper.model import Intermediate, Job, JobRef, Namespace, Node, NodeReady, Pod
 from podsweeper.objects.intermediates import decode_intermediate
 from podsweeper.objects.jobs import decode_job
+from podsweeper.objects.namespaces import decode_namespace
 from podsweeper.objects.nodes import decode_node
 from podsweeper.objects.pages import parse_intermediate_page, parse_job_page, parse_pod_page
 from podsweeper.objects.pods import decode_pod
@@ -73,6 +74,12 @@ class Reads(Calls):
             # Unreadable is not "gone": report it as Ready so the rule does nothing.
             log.warning("ignoring a node the API returned: %s", error)
             return Node(name, NodeReady.TRUE)
+
+    def get_namespace(self, name: str) -> Namespace | None:
+        if not can_exist(name, "x"):  # cluster-scoped: its name is a namespace's (a DNS label)
+            return None
+        body = self._request(f"get namespace {name}", "GET", core_path("namespaces", name=name))
+        return self._decoded(decode_namespace, body)
 
     def get_intermediate(
         self, link: kinds.IntermediateKind, namespace: str, name: str

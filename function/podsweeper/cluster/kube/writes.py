@@ -14,12 +14,33 @@ from podsweeper import kinds
 from podsweeper.cluster.kube.calls import Calls, Refused, core_path, group_path
 from podsweeper.cluster.kube.transport import MERGE_PATCH
 from podsweeper.decisions import Result
-from podsweeper.model import EventRecord, JobRef
+from podsweeper.model import EventRecord, JobRef, Namespace
 
 # On podsweeper's Warning Events: the restart count the last write was about.
 PROGRESS_ANNOTATION = "podsweeper.dev/restarts"
 # Reads and writes of one Event before giving up on it (each lost to another writer).
 EVENT_ATTEMPTS = 3
+
+
+def _involved(ref: JobRef | Namespace) -> dict[str, str]:
+    """What an Event is about. A Namespace's Event is written in that namespace, so its team
+    sees it with `kubectl get events -n <namespace>` (the API server requires the
+    involvedObject's namespace to be the Event's)."""
+    if isinstance(ref, Namespace):
+        return {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "name": ref.name,
+            "namespace": ref.name,
+            "uid": ref.uid,
+        }
+    return {
+        "apiVersion": ref.api_version or ref.kind.api_version(ref.version),
+        "kind": ref.kind.kind,
+        "name": ref.name,
+        "namespace": ref.namespace,
+        "uid": ref.uid or "",
+    }
 
 
 class Writes(Calls):
@@ -82,13 +103,7 @@ class Writes(Calls):
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"name": event.name, "namespace": ref.namespace, "annotations": marks},
-            "involvedObject": {
-                "apiVersion": ref.api_version or ref.kind.api_version(ref.version),
-                "kind": ref.kind.kind,
-                "name": ref.name,
-                "namespace": ref.namespace,
-                "uid": ref.uid or "",
-            },
+            "involvedObject": _involved(ref),
             "type": event.type,
             "reason": event.reason,
             "message": event.message,

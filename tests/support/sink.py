@@ -1,0 +1,85 @@
+"""A CloudEvents sink for tests: an HTTP server on loopback that keeps what it receives.
+
+Point K_SINK at `sink.url` (or a SinkBinding's sink at it, through a Service) and read back
+`sink.events` (each: the ce- attributes, the JSON data). `delay` makes it slow, `status` makes
+it answer an error, `close()` makes it down: the tests of podsweeper.notify use all three, and
+an end-to-end test can use it to wait for the events a decision made (`wait_for`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Received:
+    attributes: dict[str, str]  # ce-* headers without the prefix
+    data: Any
+
+
+@dataclass
+class CloudEventSink:
+    delay: float = 0.0
+    status: int = 202
+    events: list[Received] = field(default_factory=list)
+    posts: int = 0  # every POST, answered or not (retries included)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        sink = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with sink._lock:
+                    sink.posts += 1
+                    delay, status = sink.delay, sink.status
+                if delay:
+                    time.sleep(delay)
+                if status < 300:
+                    attributes = {
+                        k[3:].lower(): v for k, v in self.headers.items() if k.lower().startswith("ce-")
+                    }
+                    with sink._changed:
+                        sink.events.append(Received(attributes, json.loads(body or b"null")))
+                        sink._changed.notify_all()
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/"
+
+    def wait_for(self, count: int, timeout: float = 10.0) -> list[Received]:
+        """The events received, once there are at least `count` (or the timeout passed)."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while len(self.events) < count and time.monotonic() < deadline:
+                self._changed.wait(max(0.0, deadline - time.monotonic()))
+            return list(self.events)
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> CloudEventSink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
