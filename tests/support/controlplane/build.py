@@ -35,6 +35,8 @@ class GoBinary:
     module_dir: Path
     # Extra -X flags (a version stamp); part of the cache key, so a change builds anew.
     stamp: tuple[str, ...] = ()
+    # Build tags (e.g. leaving parts out); part of the cache key too.
+    tags: tuple[str, ...] = ()
     # What the progress lines say: how long a cold build takes, every how many packages a line.
     cold_build: str = "5-20 minutes"
     progress_every: int = 200
@@ -42,6 +44,8 @@ class GoBinary:
     @property
     def path(self) -> Path:
         tag = f"{self.version}-stamped" if self.stamp else self.version
+        if self.tags:
+            tag += "-" + "-".join(self.tags)
         return cache_root() / f"{self.name}-{tag}" / self.name
 
     @property
@@ -112,7 +116,17 @@ def ensure_built(binary: GoBinary, log=sys.stderr) -> Path:
     started = time.monotonic()
     env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
     proc = subprocess.Popen(
-        [go, "build", "-v", "-trimpath", f"-ldflags={binary.ldflags}", "-o", str(partial), binary.package],
+        [
+            go,
+            "build",
+            "-v",
+            "-trimpath",
+            f"-ldflags={binary.ldflags}",
+            *([f"-tags={','.join(binary.tags)}"] if binary.tags else []),
+            "-o",
+            str(partial),
+            binary.package,
+        ],
         cwd=binary.module_dir,
         env=env,
         stdout=subprocess.PIPE,
