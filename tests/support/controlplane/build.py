@@ -106,7 +106,9 @@ def ensure_built(binary: GoBinary, log=sys.stderr) -> Path:
     if go is None:
         raise BuildError("go is not on PATH: install Go 1.26 to build the control plane")
     binary.path.parent.mkdir(parents=True, exist_ok=True)
-    partial = binary.path.with_suffix(".partial")
+    # One partial file per process: two runs sharing the cache (a soak beside CI) may build the
+    # same binary at once; each renames its own complete file into place.
+    partial = binary.path.with_suffix(f".partial-{os.getpid()}")
     print(
         f"building {binary.name} {binary.version} from {binary.package} "
         f"(cold builds take {binary.cold_build} on 2 cores)...",
@@ -147,7 +149,7 @@ def ensure_built(binary: GoBinary, log=sys.stderr) -> Path:
             )
     if proc.wait() != 0:
         raise BuildError(f"building {binary.name} failed:\n" + "\n".join(tail))
-    partial.rename(binary.path)
+    partial.replace(binary.path)
     print(f"built {binary.path} in {time.monotonic() - started:.0f}s", file=log, flush=True)
     return binary.path
 
