@@ -1004,7 +1004,10 @@ def generated_cases(scenario: Scenario) -> set[str]:
             cases.add("PingSource tick within the stream")
             continue
         if isinstance(spec, NamespaceSpec):
-            world.observe(e.verb, spec)
+            # Every world applies the namespace's policy: a world without it names pods the
+            # policy turns off, and counts cases the function never meets.
+            for each in (world, live, with_active_pods, without_grace):
+                each.observe(e.verb, spec)
             cases |= namespace_policy_cases(spec, world)
             continue
         cases.add(f"event in namespace {spec.namespace}")
