@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import queue
 import threading
 import time
@@ -177,23 +178,45 @@ class Notifier:
         self._attempts = settings.notify_attempts
         self._extensions = dict(extensions or {})
         self._sleep = sleep
-        self._queue: queue.Queue[Notice | None] = queue.Queue(maxsize=settings.notify_queue)
-        self._http = urllib3.PoolManager(
-            num_pools=1, maxsize=1, timeout=urllib3.Timeout(total=settings.notify_timeout_seconds)
-        )
-        self._thread = threading.Thread(target=self._run, name="podsweeper-notify", daemon=True)
-        self._thread.start()
+        self._queue_size = settings.notify_queue
+        self._timeout = settings.notify_timeout_seconds
+        self._start_lock = threading.Lock()
+        self._pid: int | None = None  # the process the queue, pool and sender below belong to
+        self._queue: queue.Queue[Notice | None] = queue.Queue(maxsize=self._queue_size)
+        self._http = self._pool()
+        self._thread: threading.Thread | None = None
+
+    def _pool(self) -> urllib3.PoolManager:
+        return urllib3.PoolManager(num_pools=1, maxsize=1, timeout=urllib3.Timeout(total=self._timeout))
+
+    def _started(self) -> queue.Queue[Notice | None]:
+        """This process's queue, its sender thread started on first use. Per process because
+        gunicorn builds the app in its master and forks the workers: a thread does not survive
+        a fork, so a sender started at construction would leave every worker queueing to
+        no one (nothing would ever be sent), and a connection pool must not be shared either."""
+        if self._pid != os.getpid():
+            with self._start_lock:
+                if self._pid != os.getpid():
+                    self._queue = queue.Queue(maxsize=self._queue_size)
+                    self._http = self._pool()
+                    self._thread = threading.Thread(target=self._run, name="podsweeper-notify", daemon=True)
+                    self._thread.start()
+                    self._pid = os.getpid()
+        return self._queue
 
     def submit(self, batch: Iterable[Notice]) -> None:
         """Queue each event, never waiting: a full queue drops it (counted)."""
+        pending = self._started()
         for notice in batch:
             try:
-                self._queue.put_nowait(notice)
+                pending.put_nowait(notice)
             except queue.Full:
                 metrics.notifications("dropped").inc()
 
     def close(self, timeout: float = FLUSH_SECONDS) -> bool:
         """Send what is queued, for at most `timeout` seconds; True when all went."""
+        if self._pid != os.getpid() or self._thread is None:
+            return True  # nothing was queued in this process
         deadline = time.monotonic() + timeout
         try:
             self._queue.put(None, timeout=timeout)

@@ -529,6 +529,15 @@ MUTANTS: tuple[Mutant, ...] = (
         (UNIT,),
     ),
     Mutant(
+        "notify-sender-not-per-process",
+        "notify.py",
+        "        if self._pid != os.getpid():\n            with self._start_lock:\n                if self._pid != os.getpid():\n",
+        "        if self._pid is None:\n            with self._start_lock:\n                if self._pid is None:\n",
+        "the CloudEvents sender started once, in the process that built the app: gunicorn's forked "
+        "workers queue to a thread they do not have, and nothing is ever sent",
+        (UNIT,),
+    ),
+    Mutant(
         "restart-record-in-the-finish-second",
         "rules/finished_trainjob_restarted.py",
         "_after(jobset, mark.at, strictly=shown)",

@@ -5,6 +5,7 @@ loses only what the queue's bound says, counted."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -188,6 +189,26 @@ def test_a_full_queue_drops_and_counts_never_waits():
         assert 7 <= dropped <= 8, dropped  # 2 queued, perhaps 1 taken by the sender
         gate.set()
         assert notifier.close(10)
+
+
+def test_a_forked_worker_sends_what_it_queues():
+    """functions-framework builds the app, and so the Notifier, before gunicorn forks its
+    workers; a thread does not survive a fork, so each process must start its own sender."""
+    notice = Notice({"specversion": "1.0", "id": "forked", "source": "s", "type": "t"}, {})
+    with CloudEventSink() as sink:
+        notifier = Notifier(sink.url, Settings(), sleep=lambda s: None)
+        notifier.submit([notice])  # the parent's sender, before the fork
+        assert len(sink.wait_for(1, 10)) == 1
+        child = os.fork()
+        if child == 0:  # the worker: queue and flush, nothing of pytest's
+            try:
+                notifier.submit([notice])
+                os._exit(0 if notifier.close(10) else 1)
+            finally:
+                os._exit(2)
+        _, status = os.waitpid(child, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert len(sink.wait_for(2, 10)) == 2, "the forked worker's event never left it"
 
 
 def test_k_sink_unset_builds_no_notifier_and_starts_no_thread(monkeypatch):
