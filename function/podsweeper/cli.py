@@ -111,7 +111,7 @@ def _sweep(args: argparse.Namespace) -> int:
     if args.namespace:
         overrides["namespaces"] = ",".join(args.namespace)
     settings = load_settings(**overrides)
-    setup_logging(sys.stdout)
+    setup_logging()
     pipeline = Pipeline(connect(settings, args.kubeconfig), settings)
     attributes = {
         "id": f"cli-sweep-{int(time.time())}",

@@ -40,11 +40,26 @@ def suspend_reason(rule: Rule) -> str:
     return reason
 
 
-def setup_logging(stream: TextIO | None = None) -> None:
-    """Decision lines are JSON already: print them bare, one per line (stdout by default)."""
+class _StdoutHandler(logging.StreamHandler[TextIO]):
+    """Writes to sys.stdout as it is at each line, not as it was at set-up (as logging's own
+    last-resort handler does for stderr): a redirect made later (the CLI's caller, a test's
+    capture) still gets the decision lines, even when a Service was built first."""
+
+    @property
+    def stream(self) -> TextIO:
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, value: TextIO) -> None:
+        pass
+
+
+def setup_logging() -> None:
+    """Decision lines are JSON already: print them bare, one per line, on stdout. Once per
+    process: the Service and the CLI both call it."""
     if decision_log.handlers:
         return
-    handler = logging.StreamHandler(stream or sys.stdout)
+    handler = _StdoutHandler()
     handler.setFormatter(logging.Formatter("%(message)s"))
     decision_log.addHandler(handler)
     decision_log.setLevel(logging.INFO)

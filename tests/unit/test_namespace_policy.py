@@ -337,3 +337,18 @@ def test_no_evidence_is_kept_where_podsweeper_is_off():
 
     assert failed_pod_event({}), "a failed run is kept where podsweeper is on"
     assert not failed_pod_event({MODE: "off"})
+
+
+def test_decision_lines_go_to_stdout_as_it_is_when_they_are_written(capsys):
+    """The handler is made once per process (the Service builds it; so did the test above,
+    under its capture); a later redirect (the sweep command's caller, the next test's capture)
+    must still get the lines, not the stream that was stdout at set-up."""
+    import contextlib
+    import io
+
+    from podsweeper.report import decision_log, setup_logging
+
+    setup_logging()
+    with contextlib.redirect_stdout(io.StringIO()) as later:
+        decision_log.info('{"rule": "orphan"}')
+    assert later.getvalue() == '{"rule": "orphan"}\n'
