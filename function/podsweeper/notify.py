@@ -164,7 +164,10 @@ def overrides(raw: str | None) -> dict[str, str]:
 
 
 class Notifier:
-    """A bounded queue and one sender thread to one sink (K_SINK)."""
+    """A bounded queue and one sender thread to one sink (K_SINK), per process, started on
+    first use: functions-framework builds the app (and so this) before gunicorn forks its
+    workers, and a thread does not survive a fork; a sender started at construction would
+    leave every worker queueing to no one. A connection pool is not shared across a fork either."""
 
     def __init__(
         self,
@@ -186,14 +189,7 @@ class Notifier:
         self._http = self._pool()
         self._thread: threading.Thread | None = None
 
-    def _pool(self) -> urllib3.PoolManager:
-        return urllib3.PoolManager(num_pools=1, maxsize=1, timeout=urllib3.Timeout(total=self._timeout))
-
     def _started(self) -> queue.Queue[Notice | None]:
-        """This process's queue, its sender thread started on first use. Per process because
-        gunicorn builds the app in its master and forks the workers: a thread does not survive
-        a fork, so a sender started at construction would leave every worker queueing to
-        no one (nothing would ever be sent), and a connection pool must not be shared either."""
         if self._pid != os.getpid():
             with self._start_lock:
                 if self._pid != os.getpid():
@@ -203,6 +199,9 @@ class Notifier:
                     self._thread.start()
                     self._pid = os.getpid()
         return self._queue
+
+    def _pool(self) -> urllib3.PoolManager:
+        return urllib3.PoolManager(num_pools=1, maxsize=1, timeout=urllib3.Timeout(total=self._timeout))
 
     def submit(self, batch: Iterable[Notice]) -> None:
         """Queue each event, never waiting: a full queue drops it (counted)."""

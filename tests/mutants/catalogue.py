@@ -33,19 +33,28 @@ class Suite(Enum):
         "tests/apiserver/test_security.py::test_every_decision_path_logs_no_env_value",
         "tests/apiserver/test_security.py::test_replay_output_shows_no_env_value",
     )
+    # CloudEvents out from the served function (gunicorn's forked worker) on the real world.
+    NOTIFY_SERVED = ("tests/controllers/test_notifications.py",)
 
     @property
     def label(self) -> str:
-        names = {"UNIT": "unit", "HTTP": "HTTP", "PROPERTY": "property", "REAL_API": "real API"}
+        names = {
+            "UNIT": "unit",
+            "HTTP": "HTTP",
+            "PROPERTY": "property",
+            "REAL_API": "real API",
+            "NOTIFY_SERVED": "served, real world",
+        }
         return names.get(self.name, self.name.lower())
 
 
-UNIT, HTTP, PROPERTY, REAL_API, SECRETS = (
+UNIT, HTTP, PROPERTY, REAL_API, SECRETS, NOTIFY_SERVED = (
     Suite.UNIT,
     Suite.HTTP,
     Suite.PROPERTY,
     Suite.REAL_API,
     Suite.SECRETS,
+    Suite.NOTIFY_SERVED,
 )
 
 
@@ -531,11 +540,15 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "notify-sender-not-per-process",
         "notify.py",
-        "        if self._pid != os.getpid():\n            with self._start_lock:\n                if self._pid != os.getpid():\n",
-        "        if self._pid is None:\n            with self._start_lock:\n                if self._pid is None:\n",
-        "the CloudEvents sender started once, in the process that built the app: gunicorn's forked "
-        "workers queue to a thread they do not have, and nothing is ever sent",
-        (UNIT,),
+        "        self._thread: threading.Thread | None = None\n\n"
+        "    def _started(self) -> queue.Queue[Notice | None]:\n"
+        "        if self._pid != os.getpid():\n",
+        "        self._thread: threading.Thread | None = None\n        self._started()\n\n"
+        "    def _started(self) -> queue.Queue[Notice | None]:\n"
+        "        if self._pid is None:\n",
+        "the CloudEvents sender started with the Notifier, in the process that built the app: "
+        "gunicorn's forked worker queues to a thread it does not have, and nothing is ever sent",
+        (UNIT, NOTIFY_SERVED),
     ),
     Mutant(
         "restart-record-in-the-finish-second",

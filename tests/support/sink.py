@@ -13,7 +13,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
+
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+
+SCHEMAS = Path(__file__).resolve().parents[2] / "docs" / "schemas"
 
 
 @dataclass(frozen=True)
@@ -83,3 +89,24 @@ class CloudEventSink:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def validator(event_type: str) -> Draft202012Validator:
+    resources = [
+        (schema["$id"], Resource.from_contents(schema))
+        for schema in (json.loads(p.read_text()) for p in SCHEMAS.glob("*.json"))
+    ]
+    registry = Registry().with_resources(resources)
+    schema = json.loads((SCHEMAS / f"{event_type}.schema.json").read_text())
+    return Draft202012Validator(schema, registry=registry)
+
+
+def assert_valid(received: list[Received]) -> None:
+    for item in received:
+        kind = item.attributes["type"]
+        errors = list(validator(kind).iter_errors(item.data))
+        assert not errors, (kind, [e.message for e in errors])
+        data = item.data
+        assert item.attributes["subject"] == f"{data['namespace']}/{data['job']['name']}"
+        assert (item.attributes["namespace"], item.attributes["rule"]) == (data["namespace"], data["rule"])
+        assert item.attributes["mode"] == data["mode"] and item.attributes["source"]

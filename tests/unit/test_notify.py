@@ -8,12 +8,9 @@ import json
 import os
 import threading
 import time
-from pathlib import Path
 
 import pytest
-from jsonschema import Draft202012Validator
 from prometheus_client import REGISTRY
-from referencing import Registry, Resource
 
 from podsweeper import notify
 from podsweeper.cluster.simulated import SimulatedCluster
@@ -26,32 +23,10 @@ from podsweeper.service import Service
 from tests.fixtures.builders import at, event, job, pod, split
 from tests.fixtures.builders import container_status as cs
 from tests.fixtures.parse import parse_job, parse_pod
-from tests.support.sink import CloudEventSink, Received
+from tests.support.sink import SCHEMAS, CloudEventSink, assert_valid
 
-SCHEMAS = Path(__file__).resolve().parents[2] / "docs" / "schemas"
 SUCCEEDED = [("Created", at(0)), ("Running", at(2)), ("Succeeded", at(30))]
 RUNNING = [("Created", at(0)), ("Running", at(2))]
-
-
-def validator(event_type: str) -> Draft202012Validator:
-    resources = [
-        (schema["$id"], Resource.from_contents(schema))
-        for schema in (json.loads(p.read_text()) for p in SCHEMAS.glob("*.json"))
-    ]
-    registry = Registry().with_resources(resources)
-    schema = json.loads((SCHEMAS / f"{event_type}.schema.json").read_text())
-    return Draft202012Validator(schema, registry=registry)
-
-
-def assert_valid(received: list[Received]) -> None:
-    for item in received:
-        kind = item.attributes["type"]
-        errors = list(validator(kind).iter_errors(item.data))
-        assert not errors, (kind, [e.message for e in errors])
-        data = item.data
-        assert item.attributes["subject"] == f"{data['namespace']}/{data['job']['name']}"
-        assert (item.attributes["namespace"], item.attributes["rule"]) == (data["namespace"], data["rule"])
-        assert item.attributes["mode"] == data["mode"] and item.attributes["source"]
 
 
 def sent(outcome: str) -> float:
