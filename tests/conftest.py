@@ -47,6 +47,18 @@ def pytest_collection_modifyitems(items):
         item.add_marker(getattr(pytest.mark, rung))
 
 
+@pytest.fixture(autouse=True)
+def decision_log_as_it_was():
+    """A test that builds a Service (or the sweep command) sets up the decision log's handler,
+    once per process as in production; the next test must not inherit it (its lines would
+    join, say, the replay's own JSON output)."""
+    from podsweeper.report import decision_log
+
+    kept = (list(decision_log.handlers), decision_log.level, decision_log.propagate)
+    yield
+    decision_log.handlers[:], decision_log.level, decision_log.propagate = kept[0], kept[1], kept[2]
+
+
 def pytest_terminal_summary(terminalreporter):
     from tests.support import figures
 
