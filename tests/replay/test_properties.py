@@ -59,7 +59,7 @@ from collections import Counter
 from datetime import timedelta
 from unittest import mock
 
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import HealthCheck, Phase, example, given, seed, settings
 from hypothesis import strategies as st
 
 from podsweeper.cluster.simulated import SimulatedCluster
@@ -511,9 +511,63 @@ def replay_and_check(scenario: Scenario, stream: list[WorldEvent], label: str) -
     figures.add("property: deletes judged safe", deleted)
 
 
+def _at(seconds: int):
+    return world_tables.T0 + timedelta(seconds=seconds)
+
+
+def _v2_chain(*, conditions=(), failure_actions=(), terminating=False, uid="tj"):
+    """A TrainJob "a" in team-a (created at 0), its JobSet and one marked batch Job."""
+    from tests.fixtures import trainer as fixtures
+    from tests.support.model_trainer import MARK, NAME_LABEL, UID_LABEL
+
+    tj = TrainJobSpec("team-a", "a", uid, _at(0), conditions, None, None)
+    js = IntermediateSpec(
+        JOBSET,
+        "team-a",
+        "a",
+        f"js-{uid}",
+        _at(0),
+        world_tables.OwnerSpec(fixtures.TRAINER, TRAINJOB, "a", uid, True),
+        template_marked=True,
+        failure_actions=failure_actions,
+        terminating=terminating,
+    )
+    labels = ((NAME_LABEL, "a"), (UID_LABEL, js.uid), (MARK, "trainer"))
+    owner = world_tables.OwnerSpec(fixtures.JOBSET, JOBSET, "a", js.uid, True)
+    job = IntermediateSpec(BATCH_JOB, "team-a", "a-node-0", f"job-{uid}", _at(0), owner, labels)
+    return tj, js, job
+
+
+def known_bug_4(*, dry_run: bool = False) -> Scenario:
+    """KNOWN BUG 4's world, pinned as an explicit example of the generated tests: a running
+    TrainJob whose JobSet is terminating, its batch Job made at once (within the orphan grace),
+    a tick 10 minutes later. The generator reaches it (at 600 examples the mutant that brings
+    the bug back is caught in seconds), but not within the first 200 since the namespace
+    policies' settings changed the derandomized draws."""
+    tj, js, job = _v2_chain(terminating=True)
+    chosen = {
+        "namespaces": "",
+        "exclude_namespaces": "kube-system",
+        "orphan_grace_seconds": 30,
+        "crashloop_restarts": 3,
+        "crashloop_action": "warn",
+        "sweep_active_pods": True,
+        "operator_grace_seconds": 30,
+        "max_deletes_per_event": 1000,
+        "dry_run": dry_run,
+        "stuck_terminating_seconds": None,
+        "namespace_live_allowed": False,
+        "namespace_crashloop_actions": "",
+        "namespace_min_grace_seconds": None,
+    }
+    events = [WorldEvent("add", spec, _at(0), seq) for seq, spec in enumerate((tj, js, job))]
+    return Scenario(chosen, [*events, WorldEvent("ping", None, _at(600), 3)], {})
+
+
 @reproducible
 @settings(max_examples=EXAMPLES, **PROPERTY)
 @given(scenario=scenarios(), rng=st.randoms(use_true_random=False))
+@example(scenario=known_bug_4(), rng=random.Random(0))
 def test_replay_is_safe_and_leaves_nothing_the_rules_name(scenario, rng: random.Random):
     figures.add("property: replay scenarios generated")
     replay_and_check(scenario, scenario.events, "as generated")
@@ -532,6 +586,7 @@ def test_replay_is_safe_and_leaves_nothing_the_rules_name(scenario, rng: random.
     scenario=scenarios(settings_strategy(dry_run=st.just(True), live_allowed=st.just(False))),
     rng=st.randoms(use_true_random=False),
 )
+@example(scenario=known_bug_4(dry_run=True), rng=random.Random(0))
 def test_dry_run_replay_deletes_nothing(scenario, rng: random.Random):
     replay_and_check(scenario, interleave(with_duplicates(scenario.events, rng), rng), "dry run")
 
@@ -586,6 +641,7 @@ def deliver(pipeline: Pipeline, raw: dict, now):
     scenario=scenarios(settings_strategy(max_deletes=st.sampled_from([1, 2, 1000]))),
     rng=st.randoms(use_true_random=False),
 )
+@example(scenario=known_bug_4(), rng=random.Random(1))  # this plan leaves the Job to the sweep
 def test_live_notifications_late_duplicated_or_lost_then_sweep(scenario, rng: random.Random):
     events = scenario.events
     config = settings_from_environment(scenario.settings)
@@ -1359,33 +1415,6 @@ def test_generator_reaches_every_case():
 # Each was once a KNOWN BUG the harnesses tolerated; each is fixed, and its fix is a seeded bug
 # of tests/mutants/catalogue.py (known-bug-1 ... known-bug-4) that the property tests above must
 # catch without these examples' help.
-
-
-def _at(seconds: int):
-    return world_tables.T0 + timedelta(seconds=seconds)
-
-
-def _v2_chain(*, conditions=(), failure_actions=(), terminating=False, uid="tj"):
-    """A TrainJob "a" in team-a (created at 0), its JobSet and one marked batch Job."""
-    from tests.fixtures import trainer as fixtures
-    from tests.support.model_trainer import MARK, NAME_LABEL, UID_LABEL
-
-    tj = TrainJobSpec("team-a", "a", uid, _at(0), conditions, None, None)
-    js = IntermediateSpec(
-        JOBSET,
-        "team-a",
-        "a",
-        f"js-{uid}",
-        _at(0),
-        world_tables.OwnerSpec(fixtures.TRAINER, TRAINJOB, "a", uid, True),
-        template_marked=True,
-        failure_actions=failure_actions,
-        terminating=terminating,
-    )
-    labels = ((NAME_LABEL, "a"), (UID_LABEL, js.uid), (MARK, "trainer"))
-    owner = world_tables.OwnerSpec(fixtures.JOBSET, JOBSET, "a", js.uid, True)
-    job = IntermediateSpec(BATCH_JOB, "team-a", "a-node-0", f"job-{uid}", _at(0), owner, labels)
-    return tj, js, job
 
 
 def _replayed(stream: list[tuple[str, object, int]]) -> list[list[tuple[str, str, str, str]]]:
