@@ -66,6 +66,8 @@ def _keep_bytes(body: Any) -> bytes:
 
 def _header_text(text: str, limit: int = 200) -> str:
     """Text fit for a header value: printable ASCII (what else an event put in it is escaped)."""
+    if text.isascii() and text.isprintable():  # the reasons triage writes
+        return text[:limit]
     escaped = text.encode("ascii", "backslashreplace").decode("ascii")
     return "".join(c if " " <= c <= "~" else " " for c in escaped)[:limit]
 
