@@ -22,9 +22,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import urllib3
 from cloudevents.conversion import to_binary
 from cloudevents.http import CloudEvent
 
@@ -33,6 +32,9 @@ from podsweeper.actions import Applied
 from podsweeper.config import Settings
 from podsweeper.decisions import Decision, Result
 from podsweeper.report import applied_settings
+
+if TYPE_CHECKING:
+    import urllib3
 
 log = logging.getLogger("podsweeper.notify")
 
@@ -201,6 +203,10 @@ class Notifier:
         return self._queue
 
     def _pool(self) -> urllib3.PoolManager:
+        # Imported here: only a function with a sink sends, and the import was a tenth of the
+        # cold start of one without.
+        import urllib3
+
         return urllib3.PoolManager(num_pools=1, maxsize=1, timeout=urllib3.Timeout(total=self._timeout))
 
     def submit(self, batch: Iterable[Notice]) -> None:
@@ -230,6 +236,8 @@ class Notifier:
             metrics.notifications(outcome).inc()
 
     def _send(self, notice: Notice) -> bool:
+        from urllib3.exceptions import HTTPError  # loaded with the pool (_pool)
+
         event = CloudEvent({**notice.attributes, **self._extensions}, notice.data)
         headers, body = to_binary(event)
         for attempt in range(self._attempts):
@@ -237,7 +245,7 @@ class Notifier:
                 self._sleep(min(MAX_BACKOFF_SECONDS, BACKOFF_SECONDS * 2 ** (attempt - 1)))
             try:
                 answer = self._http.request("POST", self.sink, body=body, headers=headers, retries=False)
-            except (urllib3.exceptions.HTTPError, OSError) as error:
+            except (HTTPError, OSError) as error:
                 log.info("sink %s: %s (try %d)", self.sink, type(error).__name__, attempt + 1)
                 continue
             if answer.status < 300:
