@@ -85,15 +85,20 @@ def test_seed_job_under_volcano_then_its_workers_removed(ns, record_property):
 
     # The operator creates the PodGroup and holds the pods back until Volcano admits it.
     phases: list[str] = []
-    while len([p for p in pods(core, name, "pytest") if running(p)]) < 4:
+    while True:
+        # Pods first, then the PodGroup: its phase only moves on (Pending, Inqueue, Running),
+        # so one still Pending after the pods were read was Pending when they were. (Read the
+        # other way round, Volcano could admit it and the operator create the pods in between,
+        # which CI saw once.)
+        seen = pods(core, name, "pytest")
         pg = vc.podgroup(name, "pytest")
         phase = ((pg or {}).get("status") or {}).get("phase")
         if phase and phase not in phases:
             phases.append(phase)
         if phase in (None, "Pending"):
-            assert not pods(core, name, "pytest"), (
-                "the operator created pods before Volcano admitted the PodGroup"
-            )
+            assert not seen, "the operator created pods before Volcano admitted the PodGroup"
+        if len([p for p in seen if running(p)]) >= 4:
+            break
         assert time.monotonic() - t0 < 60, f"seed pods not all Running; PodGroup phases {phases}"
         time.sleep(0.05)
     say(f"PodGroup phases {phases}; 4 pods Running {time.monotonic() - t0:.1f} s after create")
