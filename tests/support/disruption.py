@@ -84,11 +84,37 @@ def judged(stack: Stack, named: dict[str, str], kept: dict[str, str], since: flo
     removal = observe.wait_gone(core, stack.namespace, named, since, timeout=timeout)
     wrong = audit.wrong_deletes(stack.cp.audit_log, stack.namespace, named)
     assert not wrong, "deleted what the rules did not name:\n" + "\n".join(wrong)
-    assert removal.all_gone, f"named pods left: {removal.remaining()}\n{stack.function.tail()}"
+    # A pod the function's own DELETE removed (answered 200, so the API set its deletion) that is
+    # still Terminating waits for the kubelet, here kwok: kwok retries a delete that failed while
+    # the control plane was down with a doubling backoff (1 s, 2 s, 4 s... up to 32 min), and CI
+    # once saw a pod wait past the bound for it. podsweeper's part ended with the accepted delete
+    # and it never deletes a terminating pod again, so such a pod is counted, and said, as left to
+    # the kubelet; any other pod left fails the test.
+    accepted = {
+        uid
+        for uid in removal.terminating
+        if uid not in removal.gone and uid in _accepted_deletes(stack, set(named))
+    }
+    left = sorted(
+        removal.names[uid] for uid in removal.names if uid not in removal.gone and uid not in accepted
+    )
+    assert not left, f"named pods left: {left}\n{stack.function.tail()}"
+    if accepted:
+        print(
+            f"left to kwok, terminating after the function's accepted delete: {sorted(removal.names[u] for u in accepted)}"
+        )
     for uid, name in kept.items():
         assert observe.present(core, stack.namespace, uid), f"{name} (uid {uid}) must be kept"
     figures.add("disruption: function deletes judged from the audit log", len(deletes(stack)))
-    return removal.last_gone
+    figures.add("disruption: named pods left terminating by kwok after an accepted delete", len(accepted))
+    return max([removal.gone[uid] for uid in removal.gone] + [removal.terminating[uid] for uid in accepted])
+
+
+def _accepted_deletes(stack: Stack, uids: set[str]) -> set[str]:
+    """The uids among `uids` a DELETE of the function's removed (200), as audited."""
+    return {
+        call.uid_precondition for call in deletes(stack) if call.code == 200 and call.uid_precondition in uids
+    }
 
 
 def deletes(stack: Stack, namespace: str | None = None) -> list[audit.Call]:
