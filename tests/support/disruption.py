@@ -90,11 +90,7 @@ def judged(stack: Stack, named: dict[str, str], kept: dict[str, str], since: flo
     # once saw a pod wait past the bound for it. podsweeper's part ended with the accepted delete
     # and it never deletes a terminating pod again, so such a pod is counted, and said, as left to
     # the kubelet; any other pod left fails the test.
-    accepted = {
-        uid
-        for uid in removal.terminating
-        if uid not in removal.gone and uid in _accepted_deletes(stack, set(named))
-    }
+    accepted = (set(removal.terminating) - set(removal.gone)) & _accepted_deletes(stack, set(named))
     left = sorted(
         removal.names[uid] for uid in removal.names if uid not in removal.gone and uid not in accepted
     )
