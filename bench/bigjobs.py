@@ -687,7 +687,7 @@ def _cleanup_rows(
 
 
 def sweep_figure(
-    workdir: Path, pods: int = 50_000, jobs: int = 5_000, max_ticks: int = 30, figures=("9a", "9b")
+    workdir: Path, pods: int = 50_000, jobs: int = 5_000, max_ticks: int = 60, figures=("9a", "9b")
 ) -> list[Row]:
     from tests.support.controlplane.launcher import ControlPlane
 
@@ -908,5 +908,5 @@ def run_all(workdir: Path, quick: bool = False, cleanup: bool = True, sweep: boo
         pods, jobs = (5_000, 500) if quick else (50_000, 5_000)
         rows += sweep_figure(workdir, pods, jobs)
         if not quick:  # the same shape at four times the size: a round of many ticks
-            rows += sweep_figure(workdir, 200_000, 20_000, max_ticks=120, figures=("9c", "9d"))
+            rows += sweep_figure(workdir, 200_000, 20_000, max_ticks=240, figures=("9c", "9d"))
     return rows

@@ -1,8 +1,8 @@
 """The backstop sweep: find the jobs whose listed state needs action, run a pass on each.
 
 A sweep lists the training pods (and a chain's JobSets and Jobs) for at most LIST_SHARE of its
-time bound, then passes what it nominated. What it did not reach is where the next sweep goes
-on: one Sweeper per Pipeline owns that position, the candidates not yet passed and the round's
+time bound, then passes what it nominated until WORK_SHARE of it is spent. What it did not
+reach is where the next sweep goes on: one Sweeper per Pipeline owns that position, the candidates not yet passed and the round's
 leftover-GPU counts, under a lock (a threaded server may run two sweeps at once). A round is
 one listing of everything in scope: one sweep on most clusters, several on a big one, and the
 leftover gauge is replaced when a round ends.
@@ -39,9 +39,12 @@ WASTING = frozenset({Action.DELETE, Action.FORCE_DELETE, Action.WARN, Action.SUS
 
 # Carries out one pass's decisions within a delete budget; returns the deletes made.
 Act = Callable[[list[Decision], int], int]
-# The share of a sweep's time bound its listing may take; the rest is for the passes. Listing
-# 50,000 pods takes most of a 10 s bound on a small control plane: read in rounds instead.
-LIST_SHARE = 0.25
+# The share of a sweep's time bound its listing may take, and the share its listing and passes
+# together may take. Listing 50,000 pods takes most of a 10 s bound on a small control plane:
+# read in rounds instead. The rest of the bound is headroom: a tick stays short when the API
+# server is slow, and a sweep never holds an instance for most of its bound.
+LIST_SHARE = 0.15
+WORK_SHARE = 0.25
 
 
 class SweepEnd(StrEnum):
@@ -50,6 +53,7 @@ class SweepEnd(StrEnum):
     DONE = "done"  # the round's listing is complete and every candidate's pass ran
     LISTING = "listing"  # every candidate's pass ran; the next sweep lists on where this one stopped
     TIME_BOUND = "time-bound"  # out of time: the next sweep passes the jobs left first
+    WORK_SHARE = "work-share"  # WORK_SHARE of the time bound spent: likewise
     DELETE_CAP = "delete-cap"  # PODSWEEPER_MAX_DELETES_PER_EVENT reached: likewise
 
 
@@ -137,15 +141,20 @@ class Sweeper:
         jobs and the candidates, never all pods. A job created after its index was read makes its
         pods look orphaned here, but every candidate is re-read by its pass before anything is
         decided. The listing stops after the page that ends its share of the time bound (always
-        after one page at least, so a round always moves on), the passes stop at the time bound
-        or the delete cap, and the next sweep goes on from both. The caller publishes `run`."""
+        after one page at least, so a round always moves on), the passes stop at the end of the
+        work share, the time bound or the delete cap, and the next sweep goes on from both. The
+        caller publishes `run`."""
         with self._lock:
             position = self._position
             run.candidates.update(self._pending)
-            carried = set(self._pending)
+            carried = list(self._pending)  # in the order they were left
+        start = self.clock()
+        bound = None if deadline is None else max(0.0, deadline - time.monotonic())
+        list_until = None if bound is None else start + LIST_SHARE * bound
+        work_until = None if bound is None else start + WORK_SHARE * bound
         went_on = position  # a listing that fails goes on, next time, where this one started
         try:
-            went_on = self._nominate(cluster, now, deadline, run, position)
+            went_on = self._nominate(cluster, now, list_until, run, position)
             run.round_done = went_on is None
             if run.round_done:
                 with self._lock:
@@ -153,7 +162,9 @@ class Sweeper:
         finally:
             with self._lock:
                 self._position = went_on
-        report = self._run_passes(run, carried, cluster, now, deadline, partial(_count_chains, run, act))
+        report = self._run_passes(
+            run, carried, cluster, now, (deadline, work_until), partial(_count_chains, run, act)
+        )
         if run.stuck:
             stuck_note = self._sweep_stuck(run.stuck, cluster, now, deadline, act)
             report = SweepReport(report.end, f"{report.note}; {stuck_note}")
@@ -174,13 +185,16 @@ class Sweeper:
                 self._round.clear()
 
     def _nominate(
-        self, cluster: Cluster, now: datetime, deadline: float | None, run: SweepRun, at: ListPosition | None
+        self,
+        cluster: Cluster,
+        now: datetime,
+        list_until: float | None,
+        run: SweepRun,
+        at: ListPosition | None,
     ) -> ListPosition | None:
-        """List on from `at` until the listing's share of the time bound is spent; returns
-        where the next sweep goes on (None: the round is complete)."""
+        """List on from `at` until `list_until` (on self.clock; None: no bound); returns where
+        the next sweep goes on (None: the round is complete)."""
         scopes: list[str | None] = [*sorted(self.settings.namespace_set)] or [None]
-        start = self.clock()
-        list_until = None if deadline is None else start + LIST_SHARE * max(0.0, deadline - time.monotonic())
         if at is None or at.scope >= len(scopes):
             at = ListPosition(0)
             with self._lock:
@@ -337,18 +351,23 @@ class Sweeper:
     def _run_passes(
         self,
         run: SweepRun,
-        carried: set[JobKey],
+        carried: list[JobKey],
         cluster: Cluster,
         now: datetime,
-        deadline: float | None,
+        bounds: tuple[float | None, float | None],
         act: Act,
     ) -> SweepReport:
-        """Run the candidates' passes in job order, those an earlier sweep left first; what
-        this one leaves (time bound, delete cap, an API failure) the next one passes first."""
+        """Run the candidates' passes, those an earlier sweep left first (in the order left),
+        then the new ones in job order; what this one leaves (time bound, work share, delete
+        cap, an API failure) the next one passes first. `bounds`: the time bound (time.monotonic) and the end of the work share
+        (self.clock). A pass starts only within the work share, except the first of a job an
+        earlier sweep left: a listing that spent the share never starves the jobs waiting."""
+        deadline, work_until = bounds
         candidates = run.candidates
-        order = sorted(k for k in candidates if k in carried) + sorted(
-            k for k in candidates if k not in carried
-        )
+        # The jobs left keep their place in the queue: sorting them anew would put a job
+        # nominated again (a dry run, a pass that found nothing yet) ahead of those still waiting.
+        waiting = set(carried)
+        order = carried + sorted(k for k in candidates if k not in waiting)
         left = self.settings.max_deletes_per_event
         done = 0
         try:
@@ -357,6 +376,9 @@ class Sweeper:
                     return self._stopped(SweepEnd.TIME_BOUND, f"after {index} of {len(order)} jobs", run)
                 if left <= 0:
                     return self._stopped(SweepEnd.DELETE_CAP, f"after {index} of {len(order)} jobs", run)
+                waited = index == 0 and key in waiting
+                if work_until is not None and not waited and self.clock() >= work_until:
+                    return self._stopped(SweepEnd.WORK_SHARE, f"after {index} of {len(order)} jobs", run)
                 try:
                     result = self.passes.run(candidates[key], cluster, now)
                     left -= act(result.decisions, min(result.bound, left))
@@ -380,7 +402,10 @@ class Sweeper:
 
     @staticmethod
     def _stopped(end: SweepEnd, where: str, run: SweepRun) -> SweepReport:
-        at = "at its time bound" if end is SweepEnd.TIME_BOUND else "at PODSWEEPER_MAX_DELETES_PER_EVENT"
+        at = {
+            SweepEnd.TIME_BOUND: "at its time bound",
+            SweepEnd.WORK_SHARE: "at its share of the time bound",
+        }.get(end, "at PODSWEEPER_MAX_DELETES_PER_EVENT")
         return SweepReport(
             end,
             f"sweep stopped {at} {where}; the next sweep passes the jobs left first; "

@@ -262,7 +262,7 @@ def test_control_plane_killed_during_a_sweep_over_10000_pods(audited_stack, crow
 
     thread = threading.Thread(target=sweep)
     thread.start()
-    time.sleep(0.5)  # the sweep lists for up to 2.5 s of its 10 s bound: kill it while it lists
+    time.sleep(0.5)  # the sweep lists for up to 1.5 s of its 10 s bound: kill it while it lists
     cp = stack.cp
     cp.kill(component)
     thread.join(EVENT_BOUND + 25)

@@ -358,6 +358,22 @@ MUTANTS: tuple[Mutant, ...] = (
         (UNIT,),  # the live property tests' worlds fit in one tick: a round never ends mid-listing there
     ),
     Mutant(
+        "sweep-work-share-starves-the-jobs-left",
+        "sweep.py",
+        "                waited = index == 0 and key in waiting",
+        "                waited = False",
+        "the sweep's work share: a tick whose listing spent it passes nothing, so on a big cluster the jobs left wait for good",
+        (UNIT,),
+    ),
+    Mutant(
+        "sweep-jobs-left-sorted-anew",
+        "sweep.py",
+        "        order = carried + sorted(k for k in candidates if k not in waiting)",
+        "        order = sorted(carried) + sorted(k for k in candidates if k not in waiting)",
+        "the sweep's queue: a job nominated again jumps ahead of the jobs left waiting, which may never be passed",
+        (UNIT,),
+    ),
+    Mutant(
         "expired-continue-starts-again",
         "cluster/kube/calls.py",
         "                expired_once, token = True, _offered_continue(expired.body)",

@@ -21,7 +21,7 @@ from podsweeper.intake import parse_event
 from podsweeper.keeper import EvidenceKeeper
 from podsweeper.passes import JobPassRunner
 from podsweeper.pipeline import Pipeline
-from podsweeper.sweep import SweepEnd, Sweeper, SweepRun
+from podsweeper.sweep import WORK_SHARE, SweepEnd, Sweeper, SweepRun
 from tests.fixtures.builders import at, event, job, ping, pod, split
 from tests.fixtures.clusters import SlowPages
 from tests.fixtures.parse import parse_job, parse_pod
@@ -249,6 +249,71 @@ def test_a_big_sweep_lists_in_rounds_within_its_share_of_the_time_bound():
     assert "the next sweep lists on" in notes[0] and "listed 0 training pod(s)" not in notes[0]
     assert deleted == named
     assert cluster.pages_listed == 40  # one round: each page once
+
+
+class SweepClock:
+    """The sweep's clock, moved on by the test: a pass or a page costs what the test says."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def timed_sweeper(settings, clock, pass_seconds, passed):
+    """A Sweeper whose every pass takes `pass_seconds` on `clock`, recording the jobs passed."""
+
+    class Timed(JobPassRunner):
+        def run(self, work, cluster, now):
+            passed.append(work.ref.name)
+            clock.now += pass_seconds
+            return super().run(work, cluster, now)
+
+    return Sweeper(settings, Timed(settings, EvidenceKeeper(settings)), clock=clock)
+
+
+def test_a_sweep_passes_within_its_work_share_and_the_next_goes_on_with_those_left():
+    """Past WORK_SHARE of its time bound a sweep starts no more passes and says so; the next
+    sweep passes the jobs left first: each named job is passed within two ticks, in order."""
+    cluster = SimulatedCluster()
+    big_cluster_with_leftovers(cluster)
+    settings = Settings(dry_run=True)
+    clock, passed = SweepClock(), []
+    sweeper = timed_sweeper(settings, clock, WORK_SHARE * 10 / 2 - 0.01, passed)  # 3 passes a share
+    ends = []
+    for _ in range(2):
+        run = SweepRun()
+        report = sweeper.sweep(cluster, NOW, time.monotonic() + 10, lambda decisions, bound: 0, run)
+        ends.append(report.end)
+        if report.end is SweepEnd.WORK_SHARE:
+            assert "at its share of the time bound after 3 of 4 jobs" in report.note, report.note
+    assert ends[0] is SweepEnd.WORK_SHARE
+    assert passed[:4] == ["job-05", "job-15", "job-25", "job-35"], passed  # the one left, first
+
+
+def test_a_listing_that_spends_the_work_share_never_starves_the_jobs_waiting():
+    """A sweep whose listing alone spends the work share still passes the first job an earlier
+    sweep left: on a cluster whose every tick lists that long, each candidate is passed."""
+
+    class SlowListing(SimulatedCluster):
+        def training_pod_pages(self, namespace, chained=False, resume=None):
+            for page in super().training_pod_pages(namespace, chained, resume):
+                clock.now += 10  # a whole time bound a page
+                yield page
+
+    cluster = SlowListing()
+    big_cluster_with_leftovers(cluster)
+    settings = Settings(dry_run=True)
+    clock, passed = SweepClock(), []
+    sweeper = timed_sweeper(settings, clock, 0.0, passed)
+    counts = []
+    for _ in range(5):
+        before = len(passed)
+        sweeper.sweep(cluster, NOW, time.monotonic() + 10, lambda decisions, bound: 0, SweepRun())
+        counts.append(len(passed) - before)
+    assert counts == [0, 1, 1, 1, 1], counts
+    assert passed == ["job-05", "job-15", "job-25", "job-35"], passed
 
 
 def test_an_unbounded_sweep_lists_everything_at_once():
