@@ -8,6 +8,8 @@ here, so no rule deletes pods the operator would re-create.
 
 from __future__ import annotations
 
+import sys
+from functools import lru_cache
 from typing import Any
 
 from pydantic import Field
@@ -64,6 +66,13 @@ def _suspend_blocked(
     return None
 
 
+@lru_cache(maxsize=256)
+def _shared(value: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """One tuple for each restart-policy shape, not one per job: a cluster's jobs share a few,
+    and a sweep holds a round's jobs (20,000 on a big cluster) between its ticks."""
+    return value
+
+
 def job_from(obj: JobObject) -> Job:
     """Plain job from a validated object; raises BadEvent when it is not a training kind."""
     kind = kinds.lookup(obj.apiVersion, obj.kind)
@@ -84,7 +93,9 @@ def job_from(obj: JobObject) -> Job:
         str(rtype): validate_part(ReplicaSpec, rspec or {}, f"spec.{kind.replica_specs_key}.{rtype}")
         for rtype, rspec in replicas.items()
     }
-    restart = tuple((rtype, s.restartPolicy or kind.default_restart_policy) for rtype, s in specs.items())
+    restart = _shared(
+        tuple((rtype, s.restartPolicy or kind.default_restart_policy) for rtype, s in specs.items())
+    )
     # The operators default an unset replica count to 1.
     declared = sum(1 if s.replicas is None else s.replicas for s in specs.values())
     finished, finished_at, suspended = finished_state(obj.status)
@@ -162,10 +173,10 @@ def _identity(kind: kinds.TrainingKind, obj: JobObject) -> dict[str, Any]:
     meta = obj.metadata
     return {
         "kind": kind,
-        "namespace": meta.namespace,
+        "namespace": sys.intern(meta.namespace),
         "name": meta.name,
         "uid": meta.uid,
-        "api_version": obj.apiVersion,
+        "api_version": sys.intern(obj.apiVersion),
         "opted_out": meta.opted_out(),
         "labels": meta.labels or {},
         "created": meta.creationTimestamp,
