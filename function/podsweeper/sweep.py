@@ -125,6 +125,9 @@ class Sweeper:
     clock: Callable[[], float] = time.monotonic  # the listing's share is measured on it
     _position: ListPosition | None = field(default=None, init=False, repr=False)
     _pending: dict[JobKey, JobPass] = field(default_factory=dict, init=False, repr=False)
+    # The last sweep left jobs waiting and passed none (its listing spent the work share): the
+    # next one passes the first of them whatever its own listing took.
+    _starved: bool = field(default=False, init=False, repr=False)
     _round: defaultdict[tuple[str, str], int] = field(
         default_factory=lambda: defaultdict(int), init=False, repr=False
     )
@@ -148,6 +151,7 @@ class Sweeper:
             position = self._position
             run.candidates.update(self._pending)
             carried = list(self._pending)  # in the order they were left
+            starved = self._starved
         start = self.clock()
         bound = None if deadline is None else max(0.0, deadline - time.monotonic())
         list_until = None if bound is None else start + LIST_SHARE * bound
@@ -163,7 +167,12 @@ class Sweeper:
             with self._lock:
                 self._position = went_on
         report = self._run_passes(
-            run, carried, cluster, now, (deadline, work_until), partial(_count_chains, run, act)
+            run,
+            (carried, starved),
+            cluster,
+            now,
+            (deadline, work_until),
+            partial(_count_chains, run, act),
         )
         if run.stuck:
             stuck_note = self._sweep_stuck(run.stuck, cluster, now, deadline, act)
@@ -351,7 +360,7 @@ class Sweeper:
     def _run_passes(
         self,
         run: SweepRun,
-        carried: list[JobKey],
+        queue: tuple[list[JobKey], bool],
         cluster: Cluster,
         now: datetime,
         bounds: tuple[float | None, float | None],
@@ -359,9 +368,13 @@ class Sweeper:
     ) -> SweepReport:
         """Run the candidates' passes, those an earlier sweep left first (in the order left),
         then the new ones in job order; what this one leaves (time bound, work share, delete
-        cap, an API failure) the next one passes first. `bounds`: the time bound (time.monotonic) and the end of the work share
-        (self.clock). A pass starts only within the work share, except the first of a job an
-        earlier sweep left: a listing that spent the share never starves the jobs waiting."""
+        cap, an API failure) the next one passes first. `queue`: the jobs left, and whether
+        the sweep that left them passed none. `bounds`: the time bound (time.monotonic) and
+        the end of the work share (self.clock). A pass starts only if one as long as the
+        longest so far still ends within the work share, except the first job left by a sweep
+        that passed none: a listing that spends the
+        share (a round's first tick reads its jobs) never starves the jobs waiting."""
+        carried, starved = queue
         deadline, work_until = bounds
         candidates = run.candidates
         # The jobs left keep their place in the queue: sorting them anew would put a job
@@ -370,18 +383,21 @@ class Sweeper:
         order = carried + sorted(k for k in candidates if k not in waiting)
         left = self.settings.max_deletes_per_event
         done = 0
+        longest = 0.0  # the longest pass so far: one is started only if one as long still fits
         try:
             for index, key in enumerate(order):
                 if deadline is not None and time.monotonic() > deadline - 1.0:
                     return self._stopped(SweepEnd.TIME_BOUND, f"after {index} of {len(order)} jobs", run)
                 if left <= 0:
                     return self._stopped(SweepEnd.DELETE_CAP, f"after {index} of {len(order)} jobs", run)
-                waited = index == 0 and key in waiting
-                if work_until is not None and not waited and self.clock() >= work_until:
+                owed = starved and index == 0 and key in waiting
+                began = self.clock()
+                if work_until is not None and not owed and began + longest > work_until:
                     return self._stopped(SweepEnd.WORK_SHARE, f"after {index} of {len(order)} jobs", run)
                 try:
                     result = self.passes.run(candidates[key], cluster, now)
                     left -= act(result.decisions, min(result.bound, left))
+                    longest = max(longest, self.clock() - began)
                 except ApiUnavailable:
                     if deadline is None or time.monotonic() < deadline - 0.1:
                         raise  # the API failed: 503, the source retries
@@ -393,6 +409,7 @@ class Sweeper:
         finally:
             with self._lock:
                 self._pending = {key: candidates[key] for key in order[done:]}
+                self._starved = done == 0 and bool(self._pending)
         listed = f"; listed {run.listed_pods} training pod(s)"
         if not run.round_done:
             return SweepReport(

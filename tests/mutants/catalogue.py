@@ -360,9 +360,17 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "sweep-work-share-starves-the-jobs-left",
         "sweep.py",
-        "                waited = index == 0 and key in waiting",
-        "                waited = False",
+        "                owed = starved and index == 0 and key in waiting",
+        "                owed = False",
         "the sweep's work share: a tick whose listing spent it passes nothing, so on a big cluster the jobs left wait for good",
+        (UNIT,),
+    ),
+    Mutant(
+        "sweep-pass-started-past-the-room-left",
+        "sweep.py",
+        "                if work_until is not None and not owed and began + longest > work_until:",
+        "                if work_until is not None and not owed and began > work_until:",
+        "the sweep's work share: a pass is started that, as long as the ones before, ends past the share",
         (UNIT,),
     ),
     Mutant(

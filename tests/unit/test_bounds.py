@@ -274,27 +274,30 @@ def timed_sweeper(settings, clock, pass_seconds, passed):
 
 
 def test_a_sweep_passes_within_its_work_share_and_the_next_goes_on_with_those_left():
-    """Past WORK_SHARE of its time bound a sweep starts no more passes and says so; the next
-    sweep passes the jobs left first: each named job is passed within two ticks, in order."""
+    """A sweep starts no pass that, as long as its longest so far, would end past WORK_SHARE of
+    its time bound, and says so; the next sweep passes the jobs left first: each named job is
+    passed within two ticks, in order."""
     cluster = SimulatedCluster()
     big_cluster_with_leftovers(cluster)
     settings = Settings(dry_run=True)
     clock, passed = SweepClock(), []
-    sweeper = timed_sweeper(settings, clock, WORK_SHARE * 10 / 2 - 0.01, passed)  # 3 passes a share
+    # Passes of 1.2 s in a share of 2.5 s: a third would end past it, so two a sweep.
+    sweeper = timed_sweeper(settings, clock, WORK_SHARE * 10 / 2 - 0.05, passed)
     ends = []
     for _ in range(2):
         run = SweepRun()
         report = sweeper.sweep(cluster, NOW, time.monotonic() + 10, lambda decisions, bound: 0, run)
         ends.append(report.end)
         if report.end is SweepEnd.WORK_SHARE:
-            assert "at its share of the time bound after 3 of 4 jobs" in report.note, report.note
+            assert "at its share of the time bound after 2 of 4 jobs" in report.note, report.note
     assert ends[0] is SweepEnd.WORK_SHARE
     assert passed[:4] == ["job-05", "job-15", "job-25", "job-35"], passed  # the one left, first
 
 
 def test_a_listing_that_spends_the_work_share_never_starves_the_jobs_waiting():
-    """A sweep whose listing alone spends the work share still passes the first job an earlier
-    sweep left: on a cluster whose every tick lists that long, each candidate is passed."""
+    """A sweep whose listing alone spends the work share passes nothing, and the next one then
+    passes the first job left whatever its own listing took: on a cluster whose every tick
+    lists that long, every other tick passes one job, each in turn."""
 
     class SlowListing(SimulatedCluster):
         def training_pod_pages(self, namespace, chained=False, resume=None):
@@ -308,11 +311,11 @@ def test_a_listing_that_spends_the_work_share_never_starves_the_jobs_waiting():
     clock, passed = SweepClock(), []
     sweeper = timed_sweeper(settings, clock, 0.0, passed)
     counts = []
-    for _ in range(5):
+    for _ in range(8):
         before = len(passed)
         sweeper.sweep(cluster, NOW, time.monotonic() + 10, lambda decisions, bound: 0, SweepRun())
         counts.append(len(passed) - before)
-    assert counts == [0, 1, 1, 1, 1], counts
+    assert counts == [0, 1] * 4, counts
     assert passed == ["job-05", "job-15", "job-25", "job-35"], passed
 
 
