@@ -687,8 +687,15 @@ def _cleanup_rows(
 
 
 def sweep_figure(
-    workdir: Path, pods: int = 50_000, jobs: int = 5_000, max_ticks: int = 60, figures=("9a", "9b")
+    workdir: Path,
+    pods: int = 50_000,
+    jobs: int = 5_000,
+    max_ticks: int = 60,
+    figures=("9a", "9b"),
+    tick_share: float = 0.3,
 ) -> list[Row]:
+    """`tick_share`: the goal for the longest tick, as a share of the time bound (the issue's:
+    0.3 at 50,000 pods; at 200,000, within the bound, resumed without starving)."""
     from tests.support.controlplane.launcher import ControlPlane
 
     per_job = pods // jobs
@@ -728,7 +735,18 @@ def sweep_figure(
                 f"{t_jobs:.0f} s; {named} finished"
             )
             return _sweep_ticks(
-                cp, workdir, namespace, idle_ns, count, jobs, named, per_job, max_ticks, t_pods, figures
+                cp,
+                workdir,
+                namespace,
+                idle_ns,
+                count,
+                jobs,
+                named,
+                per_job,
+                max_ticks,
+                t_pods,
+                figures,
+                tick_share,
             )
         finally:
             raw.delete_namespace(namespace)
@@ -752,7 +770,7 @@ LISTED = re.compile(r"listed (\d+) training pod")
 
 
 def _sweep_ticks(
-    cp, workdir, namespace, idle_ns, pods, jobs, named, per_job, max_ticks, t_pods, figures
+    cp, workdir, namespace, idle_ns, pods, jobs, named, per_job, max_ticks, t_pods, figures, tick_share
 ) -> list[Row]:
     """PingSource ticks back to back until every named pod is gone and a whole round of the
     sweep (one listing of everything) has found nothing more to delete."""
@@ -813,12 +831,36 @@ def _sweep_ticks(
         server.stop()
         idle.stop()
     return _sweep_rows(
-        ticks, pods, jobs, named, per_job, deleted, peak, idle_peak, fresh, timeout, t_pods, figures
+        ticks,
+        pods,
+        jobs,
+        named,
+        per_job,
+        deleted,
+        peak,
+        idle_peak,
+        fresh,
+        timeout,
+        t_pods,
+        figures,
+        tick_share,
     )
 
 
 def _sweep_rows(
-    ticks, pods, jobs, named, per_job, deleted, peak, idle_peak, fresh, timeout, t_pods, figures=("9a", "9b")
+    ticks,
+    pods,
+    jobs,
+    named,
+    per_job,
+    deleted,
+    peak,
+    idle_peak,
+    fresh,
+    timeout,
+    t_pods,
+    figures=("9a", "9b"),
+    tick_share=0.3,
 ) -> list[Row]:
     target = named * per_job
     done_at = None
@@ -835,6 +877,8 @@ def _sweep_rows(
     rounds = sum(1 for t in ticks if t["round_done"])
     statuses = Counter(t["status"] for t in ticks)
     share = max(seconds) / timeout
+    longest = seconds.index(max(seconds)) + 1
+    later = max(seconds[1:], default=0.0) / timeout  # the first tick also loads the API client
     a = Row(
         figures[0],
         f"backstop sweep over {pods:,} training pods / {jobs:,} PyTorchJobs in one namespace, {named} jobs "
@@ -851,9 +895,14 @@ def _sweep_rows(
         f"answers {dict(statuses)}",
         f"PODSWEEPER_EVENT_TIMEOUT_SECONDS {timeout:.0f} s; delete cap per sweep 100 -> at least "
         f"{-(-target // 100)} ticks for {target} deletes",
-        f"longest tick {share:.2f} of the time bound",
-        "each tick <= 0.3 of its time bound; all named pods deleted",
-        bool(done_at) and share <= 0.3,
+        f"longest tick {share:.2f} of the time bound (tick {longest}); slowest tick after the first "
+        f"{later:.2f}",
+        (
+            f"each tick <= {tick_share:g} of its time bound; all named pods deleted"
+            if tick_share < 1
+            else "each tick within its time bound (resumed, not starved); all named pods deleted"
+        ),
+        bool(done_at) and share <= tick_share and all(t["status"] == 200 for t in ticks),
     )
     a.notes.append(
         f"per tick: API requests (kube-apiserver's apiserver_request_total, pods/events/pytorchjobs) "
@@ -908,5 +957,7 @@ def run_all(workdir: Path, quick: bool = False, cleanup: bool = True, sweep: boo
         pods, jobs = (5_000, 500) if quick else (50_000, 5_000)
         rows += sweep_figure(workdir, pods, jobs)
         if not quick:  # the same shape at four times the size: a round of many ticks
-            rows += sweep_figure(workdir, 200_000, 20_000, max_ticks=240, figures=("9c", "9d"))
+            rows += sweep_figure(
+                workdir, 200_000, 20_000, max_ticks=240, figures=("9c", "9d"), tick_share=1.0
+            )
     return rows
