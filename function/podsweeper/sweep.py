@@ -134,6 +134,9 @@ class Sweeper:
     # Each scope's job indexes ({kind: {job key: job}}), listed once a round: re-listing 20,000
     # jobs on every tick of a round would leave a tick no time for pods.
     _indexes: dict[int, dict[str, dict[JobKey, Job]]] = field(default_factory=dict, init=False, repr=False)
+    # Where the reading of an index not yet complete goes on, by (scope, kind): a kind with
+    # 20,000 jobs takes seconds to list, so its index is read in pages across ticks too.
+    _index_resume: dict[tuple[int, str], str] = field(default_factory=dict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def sweep(
@@ -162,7 +165,7 @@ class Sweeper:
             run.round_done = went_on is None
             if run.round_done:
                 with self._lock:
-                    self._indexes = {}  # memory holds no job between rounds
+                    self._indexes, self._index_resume = {}, {}  # memory holds no job between rounds
         finally:
             with self._lock:
                 self._position = went_on
@@ -207,26 +210,75 @@ class Sweeper:
         if at is None or at.scope >= len(scopes):
             at = ListPosition(0)
             with self._lock:
-                self._indexes = {}  # a new round reads the jobs anew
+                self._indexes, self._index_resume = {}, {}  # a new round reads the jobs anew
         for index in range(at.scope, len(scopes)):
             namespace = scopes[index]
+            requested = at.resume if index == at.scope else ""  # the token this page was asked with
             pages = cluster.training_pod_pages(
                 namespace,
                 chained=self.settings.stuck_terminating_seconds is not None,
-                resume=(at.resume if index == at.scope else "") or None,
+                resume=requested or None,
             )
             with self._lock:
                 indexes = self._indexes.setdefault(index, {})
             for page in pages:
+                if not self._read_indexes(page, indexes, index, namespace, cluster, now, list_until):
+                    return ListPosition(index, requested)  # this page again, its jobs read on
                 self._nominate_v1(page, indexes, namespace, cluster, now, run)
                 if page.resume is not None and list_until is not None and self.clock() >= list_until:
                     return ListPosition(index, page.resume)
+                requested = page.resume or ""
             for chained in kinds.TRAINING_KINDS:
                 if chained.chain is not None:
                     self._nominate_chain(chained, namespace, cluster, run, now)
             if index + 1 < len(scopes) and list_until is not None and self.clock() >= list_until:
                 return ListPosition(index + 1)
         return None
+
+    def _decided_here(self, pod: Pod, cluster: Cluster, now: datetime) -> bool:
+        """A listed pod _nominate_v1 decides against its kind's index: a v1 job's, in scope,
+        in a namespace not off, not terminating."""
+        return (
+            pod.job is not None
+            and pod.job.kind.chain is None
+            and not pod.terminating
+            and in_scope(pod.namespace, self.settings) is None
+            and self.passes.resolved(cluster, pod.namespace, now).policy.mode is not Mode.OFF
+        )
+
+    def _read_indexes(
+        self,
+        page: PodPage,
+        indexes: dict[str, dict[JobKey, Job]],
+        scope: int,
+        namespace: str | None,
+        cluster: Cluster,
+        now: datetime,
+        list_until: float | None,
+    ) -> bool:
+        """Read on the index of each kind the page's pods need, page by page, until `list_until`
+        (one page at least, so it always moves on); False if one is still incomplete: the page
+        is then decided by a later sweep, none of it now (a round counts each pod once)."""
+        needed = {
+            pod.job.kind: None for pod in page.pods if pod.job and self._decided_here(pod, cluster, now)
+        }
+        for kind in needed:
+            key = (scope, kind.kind)
+            with self._lock:
+                if kind.kind in indexes and key not in self._index_resume:
+                    continue
+                resume = self._index_resume.get(key)
+                index = indexes.setdefault(kind.kind, {})
+            for job_page in cluster.job_pages(namespace, kind, resume):
+                with self._lock:
+                    index.update((job.ref.key, job) for job in job_page.jobs)
+                    if job_page.resume is None:
+                        self._index_resume.pop(key, None)
+                    else:
+                        self._index_resume[key] = job_page.resume
+                if job_page.resume is not None and list_until is not None and self.clock() >= list_until:
+                    return False
+        return True
 
     def _nominate_v1(
         self,
@@ -239,7 +291,7 @@ class Sweeper:
     ) -> None:
         """v1 candidates from a page of the scope's pods as listed; stuck ones for rule
         stuck-terminating. Each kind's jobs are listed once per round, when its first pod shows
-        up (`indexes`): no LIST for a kind the scope runs none of."""
+        up (`indexes`, read by _read_indexes): no LIST for a kind the scope runs none of."""
         stuck_rule = self.settings.stuck_terminating_seconds is not None
         run.listed_pods += len(page.pods)
         for pod in page.pods:
@@ -255,7 +307,7 @@ class Sweeper:
             if pod.job.kind.chain is not None:
                 continue  # a chain's pods are decided at its JobSet (_nominate_chain)
             kind = pod.job.kind
-            if kind.kind not in indexes:
+            if kind.kind not in indexes:  # its namespace's policy changed since _read_indexes
                 indexes[kind.kind] = {job.ref.key: job for job in cluster.list_jobs(namespace, kind)}
             jobs = indexes[kind.kind]
             key = pod.job.key

@@ -215,6 +215,22 @@ def test_a_pod_listing_goes_on_from_a_page_token_in_a_later_call(cluster, operat
     assert sorted(names) == [f"tfp-worker-{i}" for i in range(5)] and len(names) == 5
 
 
+def test_a_job_listing_goes_on_from_a_page_token_in_a_later_call(cluster, operator, namespace, monkeypatch):
+    """The sweep reads a big kind's index across ticks: a job page's token, used by a later
+    listing, goes on after that page; each job once, and the last page says it is the last."""
+    monkeypatch.setattr(calls, "PAGE_SIZE", 2)
+    for i in range(5):
+        operator.create_job(kind="TFJob", name=f"tfj-{i}", replicas={"Worker": 1})
+    tfjob = kinds.lookup("kubeflow.org/v1", "TFJob")
+    assert tfjob is not None
+    first = next(iter(cluster.job_pages(namespace, tfjob)))
+    assert len(first.jobs) == 2 and first.resume is not None
+    rest = list(cluster.job_pages(namespace, tfjob, first.resume))
+    names = [j.name for j in first.jobs] + [j.name for page in rest for j in page.jobs]
+    assert sorted(names) == [f"tfj-{i}" for i in range(5)] and len(names) == 5
+    assert rest[-1].resume is None and all(page.resume is not None for page in rest[:-1])
+
+
 def compact_etcd(etcd_url: str) -> int:
     """Compact etcd's history up to now as kube-apiserver's own compactor does (through etcd's
     JSON gateway): record the revision under compact_rev_key, which the API server watches

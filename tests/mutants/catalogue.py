@@ -374,6 +374,16 @@ MUTANTS: tuple[Mutant, ...] = (
         (UNIT,),
     ),
     Mutant(
+        "sweep-page-decided-on-an-incomplete-index",
+        "sweep.py",
+        "                if job_page.resume is not None and list_until is not None and self.clock() >= list_until:\n"
+        "                    return False",
+        "                if job_page.resume is not None and list_until is not None and self.clock() >= list_until:\n"
+        "                    break",
+        "the sweep's job index: a page of pods is decided against a kind's jobs read only in part, its pods of the rest looking orphaned",
+        (UNIT,),
+    ),
+    Mutant(
         "sweep-jobs-left-sorted-anew",
         "sweep.py",
         "        order = carried + sorted(k for k in candidates if k not in waiting)",

@@ -319,6 +319,43 @@ def test_a_listing_that_spends_the_work_share_never_starves_the_jobs_waiting():
     assert passed == ["job-05", "job-15", "job-25", "job-35"], passed
 
 
+def test_a_big_index_is_read_across_ticks_and_no_page_is_decided_before_it_is_complete():
+    """A kind's jobs are listed within the listing's share too: an index longer than that is
+    read on by the next sweep, page by page, each page once a round; the pod page that needed
+    it is decided only once it is complete, and the round nominates every finished job."""
+
+    class SlowJobPages(SimulatedCluster):
+        job_pages_listed = 0
+
+        def job_pages(self, namespace, kind, resume=None):
+            for page in super().job_pages(namespace, kind, resume):
+                self.job_pages_listed += 1
+                clock.now += 1.0  # two pages fill the listing's share of a 10 s bound
+                yield page
+
+    cluster = SlowJobPages()
+    cluster.page_size = 5
+    named = big_cluster_with_leftovers(cluster)  # 40 jobs: 8 pages of jobs, 40 pages of pods
+    settings = Settings(dry_run=True)
+    clock, passed = SweepClock(), []
+    sweeper = timed_sweeper(settings, clock, 0.0, passed)
+    listed, nominated = [], set()
+    for _ in range(60):
+        run = SweepRun()
+        sweeper.sweep(cluster, NOW, time.monotonic() + 10, lambda decisions, bound: 0, run)
+        listed.append(run.listed_pods)
+        nominated |= {key[2] for key in run.candidates}
+        if run.round_done:
+            break
+    assert run.round_done
+    # Three ticks of two job pages each decide no pod; the fourth reads the last two and then
+    # its first pod page (the listing's share is spent after it).
+    assert listed[:4] == [0, 0, 0, 5], listed
+    assert sum(listed) == 200  # then every pod once
+    assert cluster.job_pages_listed == 8
+    assert nominated == {name.rsplit("-worker-", 1)[0] for name in named}
+
+
 def test_an_unbounded_sweep_lists_everything_at_once():
     """The CLI sweep (no time bound) is one round, however long the listing takes."""
     cluster = SlowPages()

@@ -20,6 +20,15 @@ class PodPage:
     resume: str | None
 
 
+@dataclass(frozen=True)
+class JobPage:
+    """One page of a listing of one kind's jobs, and where the listing goes on after it (None
+    after the last page); the token, like a PodPage's, only the cluster that made it reads."""
+
+    jobs: list[Job]
+    resume: str | None
+
+
 class Cluster(Protocol):
     def get_job(self, ref: JobRef) -> Job | None:
         """The job as it is now; None on 404 (or, in a replay, when the stream never showed it)."""
@@ -111,3 +120,9 @@ class Cluster(Protocol):
     def list_jobs(self, namespace: str | None, kind: TrainingKind | None = None) -> Iterator[Job]:
         """Every training job of `kind` (None: every registered kind), paginated; namespace
         None = all."""
+
+    def job_pages(
+        self, namespace: str | None, kind: TrainingKind, resume: str | None = None
+    ) -> Iterator[JobPage]:
+        """Every job of `kind` (each of its served versions in turn), page by page; namespace
+        None = all. `resume`: a page's token, to go on after that page (in a later sweep)."""

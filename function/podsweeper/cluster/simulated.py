@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from itertools import count
 from typing import Any
 
-from podsweeper.cluster.base import PodPage
+from podsweeper.cluster.base import JobPage, PodPage
 from podsweeper.decisions import Result
 from podsweeper.evidence import decode, encode, store_name
 from podsweeper.kinds import IntermediateKind, TrainingKind
@@ -356,6 +356,22 @@ class SimulatedCluster:
             yield PodPage([pod for _, pod in page], None if last else str(page[-1][0]))
         if not selected:
             yield PodPage([], None)
+
+    def job_pages(
+        self, namespace: str | None, kind: TrainingKind, resume: str | None = None
+    ) -> Iterator[JobPage]:
+        """Pages of `page_size` in the order the jobs came; the token: how many came before."""
+        listed = [
+            job
+            for job in list(self.jobs.values())
+            if (namespace is None or job.namespace == namespace) and job.kind == kind
+        ]
+        start = int(resume) if resume else 0
+        for at in range(start, len(listed), self.page_size):
+            after = at + self.page_size
+            yield JobPage(listed[at:after], str(after) if after < len(listed) else None)
+        if start >= len(listed):
+            yield JobPage([], None)
 
     def list_jobs(self, namespace: str | None, kind: TrainingKind | None = None) -> Iterator[Job]:
         for job in list(self.jobs.values()):

@@ -10,7 +10,7 @@ import functools
 from collections.abc import Iterator
 
 from podsweeper import kinds
-from podsweeper.cluster.base import PodPage
+from podsweeper.cluster.base import JobPage, PodPage
 from podsweeper.cluster.kube.calls import Calls, Refused, can_exist, can_label, core_path, group_path, log
 from podsweeper.errors import BadEvent
 from podsweeper.model import Intermediate, Job, JobRef, Namespace, Node, NodeReady, Pod
@@ -124,6 +124,28 @@ class Reads(Calls):
                     yield PodPage(fresh, f"{index} {after}")
                 else:
                     yield PodPage(fresh, f"{index + 1} " if index + 1 < len(selectors) else None)
+            token = ""
+
+    def job_pages(
+        self, namespace: str | None, kind: kinds.TrainingKind, resume: str | None = None
+    ) -> Iterator[JobPage]:
+        """One paginated LIST per served version, in turn. The token: the version's index and
+        the API's continue token."""
+        first, _, token = (resume or "0 ").partition(" ")
+        for index in range(int(first), len(kind.versions)):
+            version = kind.versions[index]
+            pages = self._pages(
+                parse_job_page,
+                f"list {kind.plural}.{version}",
+                group_path(kind.group, version, kind.plural, namespace),
+                None,
+                token or None,
+            )
+            for jobs, after in pages:
+                if after:
+                    yield JobPage(jobs, f"{index} {after}")
+                else:
+                    yield JobPage(jobs, f"{index + 1} " if index + 1 < len(kind.versions) else None)
             token = ""
 
     def list_jobs(self, namespace: str | None, kind: kinds.TrainingKind | None = None) -> Iterator[Job]:
