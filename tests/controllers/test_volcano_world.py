@@ -131,6 +131,13 @@ def test_seed_job_under_volcano_then_its_workers_removed(ns, record_property):
     # cleanPodPolicy None) and leaves the workers crash-looping on their GPUs.
     succeeded_at = time.monotonic()
     wait_for("PodGroup pytest deleted", lambda: vc.podgroup(name, "pytest") is None, timeout=30)
+    # The operator records its Event after the delete, through an asynchronous broadcaster:
+    # wait for it rather than read once (CI once read it before it was written).
+    wait_for(
+        "the operator's SuccessfulDeletePodGroup Event",
+        lambda: events(core, name, "PyTorchJob", "SuccessfulDeletePodGroup"),
+        timeout=15,
+    )
     deleted_by = {e.source.component for e in events(core, name, "PyTorchJob", "SuccessfulDeletePodGroup")}
     assert deleted_by == {"pytorchjob-controller"}
     workers = {p.metadata.uid: p for p in pods(core, name, "pytest") if "-worker-" in p.metadata.name}
