@@ -2,10 +2,10 @@
 
 A sweep lists the training pods (and a chain's JobSets and Jobs) for at most LIST_SHARE of its
 time bound, then passes what it nominated until WORK_SHARE of it is spent. What it did not
-reach is where the next sweep goes on: one Sweeper per Pipeline owns that position, the candidates not yet passed and the round's
-leftover-GPU counts, under a lock (a threaded server may run two sweeps at once). A round is
-one listing of everything in scope: one sweep on most clusters, several on a big one, and the
-leftover gauge is replaced when a round ends.
+reach is where the next sweep goes on: one Sweeper per Pipeline owns that position, the
+candidates not yet passed and the round's leftover-GPU counts, under a lock (a threaded server
+may run two sweeps at once). A round is one listing of everything in scope: one sweep on most
+clusters, several on a big one, and the leftover gauge is replaced when a round ends.
 """
 
 from __future__ import annotations
@@ -424,8 +424,7 @@ class Sweeper:
         the sweep that left them passed none. `bounds`: the time bound (time.monotonic) and
         the end of the work share (self.clock). A pass starts only if one as long as the
         longest so far still ends within the work share, except the first job left by a sweep
-        that passed none: a listing that spends the
-        share (a round's first tick reads its jobs) never starves the jobs waiting."""
+        that passed none: a listing that spends the share never starves the jobs waiting."""
         carried, starved = queue
         deadline, work_until = bounds
         candidates = run.candidates
