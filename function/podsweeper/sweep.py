@@ -26,6 +26,7 @@ from podsweeper.config import Settings
 from podsweeper.decisions import Action, Decision, Result
 from podsweeper.errors import ApiUnavailable
 from podsweeper.model import Intermediate, Job, JobRef, Node, Pod
+from podsweeper.namespaces import Resolved
 from podsweeper.ownership import controlled_by, has_current_labels, intermediate_job
 from podsweeper.passes import JobPassRunner, made_again, stamped
 from podsweeper.policy import Mode
@@ -235,15 +236,22 @@ class Sweeper:
                 return ListPosition(index + 1)
         return None
 
+    def _swept(self, pod: Pod, cluster: Cluster, now: datetime) -> Resolved | None:
+        """The policy a listed pod is swept under: None for a pod of no job, out of scope or in
+        a namespace podsweeper is off in (the one filter _read_indexes and _nominate_v1 share)."""
+        if pod.job is None or in_scope(pod.namespace, self.settings) is not None:
+            return None
+        resolved = self.passes.resolved(cluster, pod.namespace, now)
+        return None if resolved.policy.mode is Mode.OFF else resolved
+
     def _decided_here(self, pod: Pod, cluster: Cluster, now: datetime) -> bool:
-        """A listed pod _nominate_v1 decides against its kind's index: a v1 job's, in scope,
-        in a namespace not off, not terminating."""
+        """A listed pod _nominate_v1 decides against its kind's index: a v1 job's, swept, not
+        terminating."""
         return (
             pod.job is not None
             and pod.job.kind.chain is None
             and not pod.terminating
-            and in_scope(pod.namespace, self.settings) is None
-            and self.passes.resolved(cluster, pod.namespace, now).policy.mode is not Mode.OFF
+            and self._swept(pod, cluster, now) is not None
         )
 
     def _read_indexes(
@@ -295,10 +303,8 @@ class Sweeper:
         stuck_rule = self.settings.stuck_terminating_seconds is not None
         run.listed_pods += len(page.pods)
         for pod in page.pods:
-            if pod.job is None or in_scope(pod.namespace, self.settings) is not None:
-                continue
-            resolved = self.passes.resolved(cluster, pod.namespace, now)
-            if resolved.policy.mode is Mode.OFF:
+            resolved = self._swept(pod, cluster, now)
+            if resolved is None or pod.job is None:
                 continue
             if pod.terminating:
                 if stuck_rule and looks_stuck(pod, now, self.settings):
