@@ -45,6 +45,7 @@ BACKSTOP = 40.0  # s from the first tick to the last named pod gone (ticks every
 OUTAGE = 3.0  # seconds kube-apiserver (or etcd) stays down
 EVENT_BOUND = 10.0  # PODSWEEPER_EVENT_TIMEOUT_SECONDS (the default), plus
 ANSWER_SLACK = 2.0  # the time to answer once it is hit
+STAGINGS = 3  # attempts at the expired-watch fault (see its test)
 BALLAST = "x" * 12_000  # per storm update: the backlog outgrows the sockets' buffers
 
 
@@ -176,11 +177,42 @@ def test_watch_expired_under_a_restarted_api_server_loses_a_finish_the_sweep_fin
     a job's finish are written; kube-apiserver is killed and started again meanwhile. When the
     adapter goes on, its watches resume from versions the new watch cache no longer holds: they
     expire (410) and the adapter lists again, sending nothing for what changed in between. The
-    finish never reaches the function; the sweep finds it, and nothing wrong is deleted."""
+    finish never reaches the function; the sweep finds it, and nothing wrong is deleted.
+
+    The fault is staged, not promised: a finish the stalled adapter still delivers (it was
+    already in its socket when the server went) is an attempt that staged nothing, and its
+    workers, deleted by the live path, are judged with the rest. Another job is then staged,
+    up to STAGINGS times; the test fails if none loses its finish."""
     stack = audited_stack()
     user = User(stack)
     jobs, _ = crowd(raw, stack.namespace, 40, 1, pods=False)
-    kept, master, workers = job_and_bystander(user, "gone", WORKERS)
+    named: dict[str, str] = {}
+    kept: dict[str, str] = {}
+    for attempt in range(1, STAGINGS + 1):
+        lost, job_kept, master, workers = _stage_an_expired_watch(stack, user, raw, jobs, f"gone-{attempt}")
+        named.update(uids(workers))
+        kept.update({**uids(job_kept), **uids(master)})
+        if lost:
+            break
+    figures.add("source: stagings until an expired watch lost a finish", attempt)
+    assert lost, f"the job's finish reached the function in all {STAGINGS} stagings: no watch lost it"
+    ticking = time.monotonic()
+    stack.start_ping(FAST_SCHEDULE)
+    gone = judged(stack, named, kept, ticking, BACKSTOP + 30)
+    assert figures.within(
+        "source: s from the first tick to the last worker of a finish an expired watch lost",
+        gone,
+        "<=",
+        BACKSTOP,
+    )
+
+
+def _stage_an_expired_watch(
+    stack, user: User, raw: RawApi, jobs: list, name: str
+) -> tuple[bool, dict, dict, dict]:
+    """One staging of the fault for job `name` (see the test): (the finish was lost, the
+    bystander's pods, the master, the workers)."""
+    kept, master, workers = job_and_bystander(user, name, WORKERS, bystander=f"keep-{name}")
     stack.function.wait_idle()
     adapter = stack.adapter
     reflector = _reflector(stack, "pytorchjobs", stack.namespace)
@@ -190,15 +222,15 @@ def test_watch_expired_under_a_restarted_api_server_loses_a_finish_the_sweep_fin
     updates = [(job["metadata"]["name"], n) for n in range(40) for job in jobs]
 
     def storm(update) -> None:
-        name, n = update
-        patch = {"metadata": {"annotations": {"storm": str(n), "ballast": BALLAST}}}
-        raw.ok("PATCH", path + name, json.dumps(patch).encode(), "application/merge-patch+json")
+        job, n = update
+        patch = {"metadata": {"annotations": {"storm": f"{name}-{n}", "ballast": BALLAST}}}
+        raw.ok("PATCH", path + job, json.dumps(patch).encode(), "application/merge-patch+json")
 
     adapter.pause()
     try:
         raw.many(storm, updates)  # more than the sockets hold: the rest waits in kube-apiserver
-        finish(user, "gone")
-        user.wait_condition("gone", "Succeeded", timeout=60)
+        finish(user, name)
+        user.wait_condition(name, "Succeeded", timeout=60)
         cp = stack.cp
         cp.kill("kube-apiserver")
         time.sleep(OUTAGE)
@@ -210,24 +242,18 @@ def test_watch_expired_under_a_restarted_api_server_loses_a_finish_the_sweep_fin
     relisted = time.monotonic() - back
     time.sleep(QUIET)
     received = stack.function.events_handled() - handled
-    still = all(observe.present(user.core, user.namespace, uid) for uid in uids(workers))
+    lost = all(observe.present(user.core, user.namespace, uid) for uid in uids(workers))
     print(
-        f"adapter stalled through a storm of {len(updates)} job updates, the job's finish and a "
+        f"{name}: adapter stalled through a storm of {len(updates)} job updates, the job's finish and a "
         f"kube-apiserver restart: listed again {relisted:.1f}s after it was back; {received:.0f} events "
-        f"reached the function; workers all still there: {still}",
+        f"reached the function; workers all still there: {lost}",
         flush=True,
     )
-    assert still, "the job's finish reached the function: the watch did not lose it"
-    figures.add("source: job updates lost to an expired watch", max(0, len(updates) + 1 - int(received)))
-    ticking = time.monotonic()
-    stack.start_ping(FAST_SCHEDULE)
-    gone = judged(stack, uids(workers), {**uids(kept), **uids(master)}, ticking, BACKSTOP + 30)
-    assert figures.within(
-        "source: s from the first tick to the last worker of a finish an expired watch lost",
-        gone,
-        "<=",
-        BACKSTOP,
-    )
+    if lost:
+        figures.add("source: job updates lost to an expired watch", max(0, len(updates) + 1 - int(received)))
+    else:  # delivered: the live path deletes its workers; let it finish before the next staging
+        observe.wait_gone(user.core, user.namespace, uids(workers), time.monotonic(), timeout=60)
+    return lost, kept, master, workers
 
 
 @pytest.mark.parametrize("component", ["kube-apiserver", "etcd"])
