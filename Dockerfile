@@ -33,9 +33,13 @@ RUN python3 -m venv /opt/pip \
     && rm -rf /opt/venv/lib/python3*/site-packages/kubernetes/aio
 
 # --- final: the base plus /opt/venv
+# MALLOC_ARENA_MAX: glibc gives each of gunicorn's threads a malloc arena of its own (up to
+# 8 per core), and each keeps the freed pages of the largest bodies it once read; two arenas
+# bound that (docs/deploy.md, "Memory").
 FROM ${BASE_IMAGE}
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
+    MALLOC_ARENA_MAX=2 \
     PATH=/opt/venv/bin:$PATH \
     PORT=8080
 COPY --from=venv /opt/venv /opt/venv

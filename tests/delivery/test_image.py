@@ -24,7 +24,7 @@ import pytest
 import requests
 
 from tests.support.harness.ports import free_port
-from tests.support.harness.served import SERVE_COMMAND
+from tests.support.harness.served import IMAGE_ENV, SERVE_COMMAND
 from tests.support.tools import image
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,7 +81,8 @@ def test_image_config_runs_functions_framework_as_numeric_non_root(built):
     assert config["WorkingDir"] == "/app"
     env = dict(item.split("=", 1) for item in config["Env"])
     assert env["PYTHONDONTWRITEBYTECODE"] == "1"
-    assert env["PYTHONUNBUFFERED"] == "1"
+    for name, value in IMAGE_ENV.items():  # what every served test runs with
+        assert env.get(name) == value, (name, env.get(name))
     assert env["PORT"] == "8080"  # Knative overrides it with the containerPort (8080 too)
     assert env["PATH"].startswith("/opt/venv/bin:")
     assert "8080/tcp" in config.get("ExposedPorts", {})

@@ -46,6 +46,11 @@ contexts: [{name: x, context: {cluster: c, user: u}}]
 current-context: x
 """
 
+# What the Dockerfile's final stage sets that changes how the served process runs (unbuffered
+# logs; two malloc arenas, which bound the worker's memory under threads reading large bodies);
+# tests/delivery/test_image.py holds the image to it.
+IMAGE_ENV = {"PYTHONUNBUFFERED": "1", "MALLOC_ARENA_MAX": "2"}
+
 # Inherited variables that would change what is served: the function's own configuration,
 # in-cluster and caller credentials, functions-framework's gunicorn knobs (production keeps
 # their defaults).
@@ -138,8 +143,7 @@ class Served:
         env = {
             k: v for k, v in os.environ.items() if not k.startswith("PODSWEEPER_") and k not in _NOT_INHERITED
         }
-        env["PYTHONUNBUFFERED"] = "1"  # as the Dockerfile sets it
-        return {**env, **self.env}
+        return {**env, **IMAGE_ENV, **self.env}
 
     def launch(self) -> Served:
         """Start the process and return at once."""
