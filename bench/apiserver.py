@@ -109,7 +109,7 @@ class Poster:
         status, body = self.conn.request(loadgen.binary_request(self.server.port, raw_event))
         if status != 200:
             raise RuntimeError(f"function answered {status}: {body[:300]!r}\n{self.server.tail()}")
-        return json.loads(body)
+        return json.loads(body) if body else {}  # empty: set aside by triage (no decision)
 
 
 def _client(kubeconfig: Path):

@@ -41,6 +41,8 @@ class Outcome:
     applied: list[Applied] = field(default_factory=list)
     note: str | None = None
     sweep: SweepEnd | None = None
+    # Set aside by triage from the event alone (no rule could act on it): nothing was read.
+    set_aside: bool = False
 
     @property
     def ignored(self) -> bool:
@@ -97,7 +99,7 @@ class Pipeline:
         outcome = Outcome(intake.attributes.id)
         work = self._router.work_for(intake.trigger, cluster)
         if isinstance(work, Ignored):
-            outcome.note = work.reason
+            outcome.note, outcome.set_aside = work.reason, True
             return outcome
 
         act = partial(self._act, cluster=cluster, now=now, outcome=outcome)

@@ -47,6 +47,8 @@ _CE_LENGTH = len(_CE_HEADER)
 _PLAIN_NAME = re.compile(r"[A-Z0-9]+")
 _SDK_NAMES = frozenset({"DATA", "DATACONTENTTYPE", "EXTENSIONS"})
 _REQUIRED = ("id", "source", "type")
+# The answer to an event set aside without reading anything: empty, this header says why.
+IGNORED_HEADER = "Podsweeper-Ignored"
 
 
 class _TooLarge(BadEvent):
@@ -60,6 +62,14 @@ def _keep_bytes(body: Any) -> bytes:
     if body is None:
         return b""
     return body.encode() if isinstance(body, str) else bytes(body)
+
+
+def _header_text(text: str, limit: int = 200) -> str:
+    """Text fit for a header value: printable ASCII (what else an event put in it is escaped)."""
+    if text.isascii() and text.isprintable():  # the reasons triage writes
+        return text[:limit]
+    escaped = text.encode("ascii", "backslashreplace").decode("ascii")
+    return "".join(c if " " <= c <= "~" else " " for c in escaped)[:limit]
 
 
 def _answer(status: int, message: str, headers: dict[str, str] | None = None) -> flask.Response:
@@ -174,6 +184,11 @@ def make_handler(service: Service) -> Handler:
         except Exception:  # a bug: log it here, answer without a stack trace
             log.exception("unexpected error while handling an event")
             return _answer(500, "internal error (see the function's log)")
+        if outcome.set_aside:
+            # Most events (an irrelevant pod, a running job's pod): the source reads only the
+            # status, so the answer is headers alone, as a no-op function's; the reason is
+            # still there for a person asking with curl -i.
+            return flask.Response(status=200, headers={IGNORED_HEADER: _header_text(outcome.note or "")})
         body = json.dumps(outcome.summary) + "\n"
         if outcome.deferred:
             # Deletes left over by the bound: the source retries 429 soon, and the retry

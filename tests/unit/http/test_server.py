@@ -148,7 +148,21 @@ def test_bad_input_gets_400_and_the_server_keeps_serving(edge, name, body, heade
 def test_irrelevant_pod_event_is_2xx_without_any_api_call(edge):
     # The API is unreachable: any call would have turned into a 503.
     response = post(edge, irrelevant_pod_event())
-    assert response.status == 200 and "not a pod of a training job" in json.loads(response.text)["note"]
+    assert response.status == 200 and response.text == ""
+    assert "not a pod of a training job" in response.headers["Podsweeper-Ignored"]
+
+
+def test_the_reason_an_event_was_set_aside_is_a_printable_header_whatever_the_event_said(edge):
+    # The reason quotes the body's own apiVersion and kind: a header must not carry a newline
+    # (a response split) nor a character beyond ASCII (the server would fail to write it).
+    raw = irrelevant_pod_event()
+    raw["data"] = {"apiVersion": "x.example/v1", "kind": "Wid\r\nget\u00e9\u2028", "metadata": {"name": "w"}}
+    del raw["apiversion"], raw["kind"]
+    response = post(edge, raw)
+    reason = response.headers["Podsweeper-Ignored"]
+    assert response.status == 200 and response.text == "", response
+    assert "x.example/v1/Wid" in reason and "neither a pod" in reason, reason
+    assert all(" " <= c <= "~" for c in reason) and "\\xe9" in reason, reason
 
 
 def test_relevant_event_with_unreachable_api_is_503_so_the_source_retries(edge):
