@@ -564,10 +564,40 @@ def known_bug_4(*, dry_run: bool = False) -> Scenario:
     return Scenario(chosen, [*events, WorldEvent("ping", None, _at(600), 3)], {})
 
 
+def failed_not_at_its_deadline() -> Scenario:
+    """A TrainJob Failed for another reason than its deadline (Trainer's default reason) whose
+    JobSet, made before the finish, still runs a pod; a tick 10 minutes later, past every grace.
+    Rule deadline-exceeded-jobset-running must leave that JobSet alone (Trainer makes it again,
+    kubeflow/trainer#3891), pinned as an explicit example: the generator draws such worlds,
+    but the mutant deadline-jobset-any-failure survived the property suite (caught by the unit
+    suite alone) in `make mutants` and five runs of it alone since the namespace policies
+    changed the derandomized draws; with this example it is caught in seconds."""
+    from tests.support.model_trainer import BATCH_API, _pod_labels
+
+    failed = (("Created", "True", _at(0)), ("Failed", "True", _at(100)))
+    tj, js, job = _v2_chain(conditions=failed, uid="other")
+    pod = ChainPodSpec(
+        namespace=job.namespace,
+        name=f"{job.name}-0-runs",
+        uid=f"{job.uid}-pod-0",
+        owner=world_tables.OwnerSpec(BATCH_API, BATCH_JOB, job.name, job.uid, True),
+        labels=_pod_labels(js.name, js.uid, job.name, job.uid, 0),
+        phase="Running",
+        containers=(world_tables.ContainerSpec("running", 0),),
+        skip=None,
+        terminating=False,
+        created=_at(1),
+    )
+    chosen = {**known_bug_4().settings}
+    events = [WorldEvent("add", spec, _at(seq), seq) for seq, spec in enumerate((tj, js, job, pod))]
+    return Scenario(chosen, [*events, WorldEvent("ping", None, _at(600), 4)], {})
+
+
 @reproducible
 @settings(max_examples=EXAMPLES, **PROPERTY)
 @given(scenario=scenarios(), rng=st.randoms(use_true_random=False))
 @example(scenario=known_bug_4(), rng=random.Random(0))
+@example(scenario=failed_not_at_its_deadline(), rng=random.Random(0))
 def test_replay_is_safe_and_leaves_nothing_the_rules_name(scenario, rng: random.Random):
     figures.add("property: replay scenarios generated")
     replay_and_check(scenario, scenario.events, "as generated")
