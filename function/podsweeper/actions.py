@@ -22,6 +22,17 @@ class Applied:
     result: Result | None  # None for a skip
 
 
+@dataclass(frozen=True)
+class Acted:
+    """What one carry_out cost against a delete bound. A bound counts every DELETE request
+    sent, whatever it answered (`deleted`, `gone`, `conflict`) or if it failed: counting only
+    those that deleted would let a pass whose pods answer 404 or 409 send past its bound. A
+    dry run's or a deferred decision sends nothing and counts toward none."""
+
+    sent: int = 0
+    deleted: int = 0
+
+
 def dry_run(decision: Decision, settings: Settings) -> bool:
     """Whether a decision must change nothing: its namespace's policy says dry-run (or off), or,
     with no policy stamped, the global setting does. A global dry-run holds whatever a policy
@@ -40,10 +51,10 @@ def carry_out(
     on_applied: Callable[[Applied], None],
     budget: int,
     executor: Executor | None = None,
-) -> None:
+) -> Acted:
     """Act on decisions; each result is reported in the decisions' order.
 
-    At most `budget` deletes are made; the rest are DEFERRED (the next event or sweep decides
+    At most `budget` DELETE requests are sent (each counts, whatever it answers); the rest are DEFERRED (the next event or sweep decides
     them again from fresh state). With an executor the deletes run concurrently (its worker
     count bounds how many are in flight). Warnings are written even in dry-run: they change
     nothing but an Event. If the API fails, every delete already made is still reported and
@@ -52,6 +63,7 @@ def carry_out(
     pending: list[tuple[Decision, Result | None | Future[Result]]] = []
     failure: ApiUnavailable | None = None
     suspended: dict[tuple[str, str, str], Result] = {}  # one suspend per job, whatever its pods
+    sent = 0
     for decision in decisions:
         outcome: Result | None | Future[Result] = None
         try:
@@ -62,6 +74,7 @@ def carry_out(
                     outcome = Result.DEFERRED
                 else:
                     budget -= 1
+                    sent += 1  # counted before it is sent: one that fails counts too
                     outcome = _delete(cluster, decision, executor)
             elif decision.action is Action.WARN:
                 written = cluster.record_event(warning_event(decision, now))
@@ -93,6 +106,7 @@ def carry_out(
         _record_cleanups(deleted_by_job, cluster, now, best_effort=True)
         raise failure
     _record_cleanups(deleted_by_job, cluster, now)
+    return Acted(sent, sum(len(deleted) for deleted in deleted_by_job.values()))
 
 
 def _delete(cluster: Cluster, decision: Decision, executor: Executor | None) -> Result | Future[Result]:

@@ -16,7 +16,7 @@ from functools import partial
 from typing import Any
 
 from podsweeper import metrics
-from podsweeper.actions import Applied, carry_out, dry_run
+from podsweeper.actions import Acted, Applied, carry_out, dry_run
 from podsweeper.cluster.base import Cluster
 from podsweeper.config import Settings
 from podsweeper.decisions import Decision, Result
@@ -118,8 +118,9 @@ class Pipeline:
 
     def _act(
         self, decisions: list[Decision], budget: int, *, cluster: Cluster, now: datetime, outcome: Outcome
-    ) -> int:
-        """Carries out one pass's decisions within a delete budget; returns the deletes made.
+    ) -> Acted:
+        """Carries out one pass's decisions within a delete budget; returns the DELETE requests
+        sent (what a bound counts) and the deletes made.
 
         The one way every rule's decisions are acted on: dry-run, the bound and the
         preconditions (podsweeper.actions), evidence read while the pods exist and written
@@ -139,7 +140,7 @@ class Pipeline:
 
         acting = self._keeper.before_acting(cluster, decisions)
         try:
-            carry_out(decisions, cluster, self.settings, now, report, budget, self._deleter())
+            acted = carry_out(decisions, cluster, self.settings, now, report, budget, self._deleter())
         except Exception:
             # What was deleted before the failure is kept if the API lets us; the failure goes on.
             self._keeper.after_acting(cluster, acting, outcome.applied[before:], best_effort=True)
@@ -147,7 +148,7 @@ class Pipeline:
         finally:
             self._notify(outcome.applied[before:], outcome.event_id, now)
         self._keeper.after_acting(cluster, acting, outcome.applied[before:])
-        return sum(1 for item in outcome.applied[before:] if item.result is Result.DELETED)
+        return acted
 
     def _notify(self, applied: list[Applied], event_id: str, now: datetime) -> None:
         """Tell the owners what was done (or would be): queued, never waited for."""

@@ -20,7 +20,7 @@ from enum import StrEnum
 from functools import partial
 
 from podsweeper import engine, kinds, metrics
-from podsweeper.actions import Applied
+from podsweeper.actions import Acted, Applied
 from podsweeper.cluster.base import Cluster, PodPage
 from podsweeper.config import Settings
 from podsweeper.decisions import Action, Decision, Result
@@ -38,8 +38,9 @@ RECLAIMED = frozenset({Result.DELETED, Result.SUSPENDED})
 # Decisions whose objects hold GPUs for nothing (the leftover gauge).
 WASTING = frozenset({Action.DELETE, Action.FORCE_DELETE, Action.WARN, Action.SUSPEND})
 
-# Carries out one pass's decisions within a delete budget; returns the deletes made.
-Act = Callable[[list[Decision], int], int]
+# Carries out one pass's decisions within a delete budget; returns the DELETE requests sent
+# (what the sweep's total counts, whatever each answered) and the deletes made.
+Act = Callable[[list[Decision], int], Acted]
 # The share of a sweep's time bound its listing may take, and the share its listing and passes
 # together may take. Listing 50,000 pods takes most of a 10 s bound on a small control plane:
 # read in rounds instead. The rest of the bound is headroom: a tick stays short when the API
@@ -95,7 +96,7 @@ class SweepRun:
             self.candidates[ref.key] = JobPass(ref, PassReason.SWEEP, all_label_sets=all_label_sets)
 
 
-def _count_chains(run: SweepRun, act: Act, decisions: list[Decision], bound: int) -> int:
+def _count_chains(run: SweepRun, act: Act, decisions: list[Decision], bound: int) -> Acted:
     """A chain's pods are not decided one by one: its passes' decisions (a restarted TrainJob,
     an orphaned or leftover JobSet/Job) carry the GPUs their active pods hold."""
     run.count([d for d in decisions if d.job.kind.chain is not None])
@@ -398,7 +399,7 @@ class Sweeper:
                 nodes[pod.node] = cluster.get_node(pod.node)
             found = engine.decide_stuck(pod, nodes[pod.node], job, now, resolved.settings)
             decided += stamped(found, resolved.policy)
-        forced = act(decided, self.settings.max_deletes_per_event) if decided else 0
+        forced = act(decided, self.settings.max_deletes_per_event).deleted if decided else 0
         return f"{forced} of {len(stuck)} pod(s) stuck terminating force-deleted{stopped}"
 
     @staticmethod
@@ -453,7 +454,7 @@ class Sweeper:
                     return self._stopped(SweepEnd.WORK_SHARE, f"after {index} of {len(order)} jobs", run)
                 try:
                     result = self.passes.run(candidates[key], cluster, now)
-                    left -= act(result.decisions, min(result.bound, left))
+                    left -= act(result.decisions, min(result.bound, left)).sent
                     longest = max(longest, self.clock() - began)
                 except ApiUnavailable:
                     if deadline is None or time.monotonic() < deadline - 0.1:

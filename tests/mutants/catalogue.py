@@ -410,8 +410,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "stuck-force-delete-uncapped",
         "sweep.py",
-        "        forced = act(decided, self.settings.max_deletes_per_event) if decided else 0",
-        "        forced = act(decided, 10**9) if decided else 0",
+        "        forced = act(decided, self.settings.max_deletes_per_event).deleted if decided else 0",
+        "        forced = act(decided, 10**9).deleted if decided else 0",
         "stuck-terminating force-deletes beyond PODSWEEPER_MAX_DELETES_PER_EVENT in one sweep",
         (UNIT,),
     ),

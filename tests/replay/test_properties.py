@@ -62,6 +62,7 @@ from unittest import mock
 from hypothesis import HealthCheck, Phase, example, given, seed, settings
 from hypothesis import strategies as st
 
+from podsweeper.actions import Acted
 from podsweeper.cluster.simulated import SimulatedCluster
 from podsweeper.config import Settings, load_settings
 from podsweeper.intake import parse_event
@@ -723,7 +724,7 @@ def nominations(sweeper: Sweeper, cluster, now, deadline) -> tuple[dict, set, bo
     """One sweep's candidates ({job key: both label sets?}), its stuck pods, whether its round
     ended; its passes run (dry-run) but what they decide is not carried out."""
     run = SweepRun()
-    sweeper.sweep(cluster, now, deadline, lambda decisions, bound: 0, run)
+    sweeper.sweep(cluster, now, deadline, lambda decisions, bound: Acted(), run)
     return {key: job.all_label_sets for key, job in run.candidates.items()}, set(run.stuck), run.round_done
 
 

@@ -11,6 +11,7 @@ import weakref
 
 import pytest
 
+from podsweeper.actions import Acted
 from podsweeper.cluster.base import PodPage
 from podsweeper.cluster.ratelimit import RateLimiter
 from podsweeper.cluster.simulated import SimulatedCluster
@@ -218,6 +219,66 @@ def test_a_sweep_deletes_no_more_than_its_cap_even_within_one_big_job():
     assert not cluster.pods
 
 
+class DeletesAnswerGoneOrConflict(SimulatedCluster):
+    """Every pod DELETE is sent and answers 404 or 409 in turn (another replica raced us, the
+    pod changed): nothing is deleted, so every pass decides the same pods again. `sent` counts
+    the requests."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        self.lock = threading.Lock()
+        self.sent = 0
+
+    def delete_pod(self, namespace, name, uid, resource_version="", force=False):
+        with self.lock:
+            self.sent += 1
+            return Result.GONE if self.sent % 2 else Result.CONFLICT
+
+
+@pytest.mark.parametrize("concurrency", [1, 16])
+def test_every_delete_sent_counts_toward_the_bound_whatever_it_answers(concurrency):
+    """docs/rules.md: every DELETE counts toward a bound, whatever it answers. 12 finished jobs
+    of 3 running workers and 12 gone jobs' 3 orphans each, every DELETE answering 404 or 409:
+    no sweep and no job event sends more than PODSWEEPER_MAX_DELETES_PER_EVENT (counting only
+    the deletes that deleted, a sweep sent all 72)."""
+    cluster = DeletesAnswerGoneOrConflict()
+    gone = []
+    for n in range(12):
+        finished_job_with_workers_named(cluster, f"done-{n:02d}", 3)
+        orphaned = job(name=f"gone-{n:02d}", conditions=[("Created", at(0)), ("Running", at(2))])
+        cluster.observe("add", parse_job(orphaned))
+        for i in range(3):
+            cluster.observe("add", parse_pod(pod(orphaned, "Worker", i, phase="Running")))
+        cluster.observe("delete", parse_job(orphaned))
+        gone.append(orphaned)
+    cap = 5
+    pipeline = Pipeline(
+        cluster, Settings(dry_run=False, max_deletes_per_event=cap, delete_concurrency=concurrency)
+    )
+    for tick in range(4):  # the sweeps go on with the jobs left: each is bounded alone
+        cluster.sent = 0
+        outcome = handle(pipeline, ping(at(600 + tick)))
+        results = [a.result for a in outcome.applied if a.result is not None]
+        assert cluster.sent == cap, (tick, cluster.sent)  # the bound is used, never passed
+        assert results.count(Result.GONE) + results.count(Result.CONFLICT) == cap, results
+        assert outcome.sweep is SweepEnd.DELETE_CAP, outcome.note
+    # A job's delete event: its orphans have no declared size, the fixed cap bounds the pass.
+    small = Pipeline(
+        cluster, Settings(dry_run=False, max_deletes_per_event=2, delete_concurrency=concurrency)
+    )
+    cluster.sent = 0
+    outcome = handle(small, event("delete", gone[0], at(701)))
+    assert cluster.sent == 2 and outcome.deferred == 1
+
+
+def finished_job_with_workers_named(cluster, name, workers):
+    j = job(name=name, conditions=SUCCEEDED, replicas={"Worker": workers})
+    cluster.observe("add", parse_job(j))
+    for i in range(workers):
+        cluster.observe("add", parse_pod(pod(j, "Worker", i, phase="Running")))
+    return j
+
+
 def big_cluster_with_leftovers(cluster, jobs=40, finished=(5, 15, 25, 35)):
     """40 jobs of 5 workers (40 pages of 5 pods); the finished ones' workers still run."""
     for n in range(jobs):
@@ -286,7 +347,7 @@ def test_a_sweep_passes_within_its_work_share_and_the_next_goes_on_with_those_le
     ends = []
     for _ in range(2):
         run = SweepRun()
-        report = sweeper.sweep(cluster, NOW, time.monotonic() + 10, lambda decisions, bound: 0, run)
+        report = sweeper.sweep(cluster, NOW, time.monotonic() + 10, lambda decisions, bound: Acted(), run)
         ends.append(report.end)
         if report.end is SweepEnd.WORK_SHARE:
             assert "at its share of the time bound after 2 of 4 jobs" in report.note, report.note
@@ -313,7 +374,7 @@ def test_a_listing_that_spends_the_work_share_never_starves_the_jobs_waiting():
     counts = []
     for _ in range(8):
         before = len(passed)
-        sweeper.sweep(cluster, NOW, time.monotonic() + 10, lambda decisions, bound: 0, SweepRun())
+        sweeper.sweep(cluster, NOW, time.monotonic() + 10, lambda decisions, bound: Acted(), SweepRun())
         counts.append(len(passed) - before)
     assert counts == [0, 1] * 4, counts
     assert passed == ["job-05", "job-15", "job-25", "job-35"], passed
@@ -342,7 +403,7 @@ def test_a_big_index_is_read_across_ticks_and_no_page_is_decided_before_it_is_co
     listed, nominated = [], set()
     for _ in range(60):
         run = SweepRun()
-        sweeper.sweep(cluster, NOW, time.monotonic() + 10, lambda decisions, bound: 0, run)
+        sweeper.sweep(cluster, NOW, time.monotonic() + 10, lambda decisions, bound: Acted(), run)
         listed.append(run.listed_pods)
         nominated |= {key[2] for key in run.candidates}
         if run.round_done:
@@ -409,7 +470,7 @@ def test_rounds_go_through_every_namespace_in_scope_in_turn():
     seen, rounds = [], 0
     for _ in range(10):
         run = SweepRun()
-        sweeper.sweep(cluster, NOW, time.monotonic() + 3600, lambda decisions, bound: 0, run)
+        sweeper.sweep(cluster, NOW, time.monotonic() + 3600, lambda decisions, bound: Acted(), run)
         seen.append(sorted({(key[1], key[2]) for key in run.candidates}))
         if run.round_done:
             rounds += 1
