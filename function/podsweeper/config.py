@@ -22,6 +22,24 @@ ENV_PREFIX = "PODSWEEPER_"
 _NAMESPACE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
+class AuthMode(StrEnum):
+    """Who may send events (PODSWEEPER_AUTH): docs/deploy.md, Sender identity."""
+
+    OIDC = "oidc"  # a bearer token of one of the allowed sources, for the audience, is required
+    NONE = "none"  # anyone who reaches the function (a cluster without Eventing's authentication-oidc)
+
+
+# The identities Knative Eventing (authentication-oidc) gives the shipped sources: one
+# ServiceAccount per source, named <source>-oidc-<group>-<kind> (knative.dev/eventing
+# pkg/auth.GetOIDCServiceAccountNameForResource), in the source's namespace.
+SHIPPED_SENDERS = (
+    "system:serviceaccount:podsweeper:podsweeper-oidc-sources.knative.dev-apiserversource",
+    "system:serviceaccount:podsweeper:podsweeper-sweep-oidc-sources.knative.dev-pingsource",
+)
+# The sources' sink.audience in knative/source/ and the chart.
+SHIPPED_AUDIENCE = "podsweeper.dev/function"
+
+
 class CrashLoopAction(StrEnum):
     """What rule crash-loop does (PODSWEEPER_CRASHLOOP_ACTION)."""
 
@@ -52,7 +70,9 @@ class Settings(BaseSettings):
             raise ValueError(f"not a namespace name: {', '.join(bad)[:200]}")
         return value
 
-    dry_run: bool = Field(False, description="decide and report, delete nothing")
+    # On unless said otherwise: a person trying it, or a function served from a checkout, must
+    # not delete by surprise. The manifests set it; `podsweeper sweep --live` turns it off.
+    dry_run: bool = Field(True, description="decide and report, delete nothing (false: act)")
     sweep_active_pods: bool = Field(True, description="rule finished-job-active-pod on/off")
     orphan_grace_seconds: int = Field(30, ge=0, description="minimum pod age for rule orphan")
     operator_grace_seconds: int = Field(
@@ -120,10 +140,39 @@ class Settings(BaseSettings):
     notify_source: str = Field(
         "podsweeper.dev/podsweeper", min_length=1, max_length=200, description="the CloudEvents' source"
     )
+    # Who may send events (podsweeper.auth), and how often a sweep may run (podsweeper.service).
+    auth: AuthMode = Field(AuthMode.OIDC, description="oidc: only the allowed sources' tokens; none: anyone")
+    auth_audience: str = Field(
+        SHIPPED_AUDIENCE, min_length=1, max_length=300, description="the audience a sender's token must name"
+    )
+    auth_subjects: str = Field(
+        ",".join(SHIPPED_SENDERS), description="comma list of the token subjects allowed to send events"
+    )
+    auth_issuer: str = Field(
+        "", max_length=500, description="the tokens' issuer; empty = the API server's own (its OIDC discovery)"
+    )
+    auth_keys_refresh_seconds: float = Field(
+        30.0, ge=1, le=3600, description="a token with an unknown key id re-reads the keys at most this often"
+    )
+    sweep_min_interval_seconds: float = Field(
+        60.0, ge=0, le=86400, description="shortest time between two sweeps' starts in one instance"
+    )
     gpu_resources: str = Field(
         "nvidia.com/gpu,amd.com/gpu,gpu.intel.com/i915,gpu.intel.com/xe,habana.ai/gaudi",
         description="comma list of the extended resources counted as GPUs in the metrics",
     )
+
+    @field_validator("auth_subjects")
+    @classmethod
+    def _subjects(cls, value: str) -> str:
+        """No allowed sender at all would refuse every event: refuse it at start instead."""
+        if not _split(value):
+            raise ValueError("no subject: name the allowed senders, or set PODSWEEPER_AUTH=none")
+        return value
+
+    @property
+    def auth_subject_set(self) -> frozenset[str]:
+        return _split(self.auth_subjects)
 
     @property
     def namespace_set(self) -> frozenset[str]:

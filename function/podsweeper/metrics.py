@@ -1,6 +1,8 @@
 """Prometheus metrics, served on /metrics of the function's own server."""
 
 import functools
+import json
+import logging
 from collections.abc import Mapping
 
 from prometheus_client import Counter, Gauge, Histogram
@@ -35,6 +37,31 @@ NOTIFICATIONS = Counter(
 )
 
 
+RECORDS_DROPPED = Counter(
+    "podsweeper_records_dropped_total",
+    "podsweeper's own records (record: evidence, finish-mark) not written: reason foreign (a ConfigMap "
+    "of that name podsweeper did not make, left as it is), earlier (an earlier job's finish mark, not "
+    "collected yet) or refused (the API refused the store for good: too large, invalid)",
+    ["record", "reason"],
+)
+_records_log = logging.getLogger("podsweeper.records")
+
+
+def record_dropped(record: str, reason: str, namespace: str, job: str, detail: str) -> None:
+    """Count a record not written, and say so in one JSON log line (it is not retried at once:
+    nothing else would tell)."""
+    RECORDS_DROPPED.labels(record, reason).inc()
+    line = {
+        "msg": "record not kept",
+        "record": record,
+        "reason": reason,
+        "namespace": namespace,
+        "job": job,
+        "detail": detail[:500],
+    }
+    _records_log.warning(json.dumps(line))
+
+
 @functools.cache  # bounded: sent, dropped, failed
 def notifications(outcome: str) -> Counter:
     return NOTIFICATIONS.labels(outcome)
@@ -51,3 +78,21 @@ def publish_leftover(gpus: Mapping[tuple[str, str], int]) -> None:
     LEFTOVER_GPUS.clear()
     for (namespace, rule), amount in gpus.items():
         LEFTOVER_GPUS.labels(namespace, rule).set(amount)
+
+
+AUTH_REFUSALS = Counter(
+    "podsweeper_auth_refusals_total",
+    "Requests answered 401 (PODSWEEPER_AUTH=oidc), by why: missing, malformed, audience, subject, "
+    "expired, unknown_key, signature, issuer",
+    ["reason"],
+)
+SWEEPS_SKIPPED = Counter(
+    "podsweeper_sweeps_skipped_total",
+    "Sweep requests answered without a sweep: one was running, or the last started less than "
+    "PODSWEEPER_SWEEP_MIN_INTERVAL_SECONDS ago",
+)
+
+
+@functools.cache  # bounded: podsweeper.auth.Refused's values
+def auth_refusals(reason: str) -> Counter:
+    return AUTH_REFUSALS.labels(reason)

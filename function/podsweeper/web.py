@@ -1,4 +1,10 @@
-"""HTTP edge: CloudEvents over HTTP in, status codes out (400 bad input, 503 retry).
+"""HTTP edge: CloudEvents over HTTP in, status codes out (401 unknown sender, 400 bad input,
+503 retry).
+
+A POST is first asked who sent it (Service.authenticate: a Knative source's bearer token,
+docs/deploy.md, Sender identity), before its body is read: a request of no allowed sender
+is answered 401 and causes nothing else, no API request. GET /healthz and /metrics stay open
+(probes, Prometheus); the NetworkPolicy bounds who reaches them.
 
 ApiServerSource retries 404, 413, 425, 429, 502, 503, 504 and drops everything else, so
 bad input must be 400 (never retried) and an API failure 503 (retried); 500 is only for a
@@ -17,6 +23,7 @@ import functools
 import json
 import logging
 import re
+import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -26,6 +33,7 @@ import prometheus_client
 from cloudevents.exceptions import GenericException
 from cloudevents.http import from_http
 
+from podsweeper.auth import Denied
 from podsweeper.errors import ApiUnavailable, BadEvent
 from podsweeper.service import Service
 
@@ -156,6 +164,23 @@ def read_cloudevent(request: flask.Request, limit: int) -> tuple[Mapping[str, An
     return event.get_attributes(), data if isinstance(data, bytes) else _keep_bytes(data)
 
 
+_REFUSAL_LOG_SECONDS = 10.0  # a flood of 401s is a metric, not a flood of log lines
+_refusal_logged = [float("-inf")]
+
+
+def _log_refusal(denied: Denied) -> None:
+    now = time.monotonic()
+    if now - _refusal_logged[0] >= _REFUSAL_LOG_SECONDS:
+        _refusal_logged[0] = now
+        log.warning(
+            "refused a request (401, %s): %s (at most one such line every %gs; "
+            "podsweeper_auth_refusals_total counts them all)",
+            denied.reason.value,
+            denied.detail,
+            _REFUSAL_LOG_SECONDS,
+        )
+
+
 def _metrics() -> flask.Response:
     return flask.Response(prometheus_client.generate_latest(), mimetype=prometheus_client.CONTENT_TYPE_LATEST)
 
@@ -171,6 +196,10 @@ def make_handler(service: Service) -> Handler:
         if request.method != "POST":
             return _answer(405, "POST a CloudEvent; GET /healthz or /metrics", {"Allow": "POST"})
         try:
+            denied = service.authenticate(request.headers.get("Authorization"))
+            if denied is not None:
+                _log_refusal(denied)
+                return _answer(401, f"unauthorized: {denied.detail}", {"WWW-Authenticate": "Bearer"})
             attributes, data = read_cloudevent(request, service.settings.max_body_bytes)
             outcome = service.handle(attributes, data)
         except _TooLarge as error:

@@ -51,6 +51,12 @@ current-context: x
 # tests/delivery/test_image.py holds the image to it.
 IMAGE_ENV = {"PYTHONUNBUFFERED": "1", "MALLOC_ARENA_MAX": "2"}
 
+# What a served test function runs with unless its test says otherwise: no sender identity (the
+# hand-started sources send no token; tests/controllers/test_sender_identity.py runs it on) and
+# no minimum interval between sweeps (tests tick every 2 s). Knative's kubelet
+# (tests/support/knative) runs the function as shipped instead (`as_shipped`).
+HARNESS_ENV = {"PODSWEEPER_AUTH": "none", "PODSWEEPER_SWEEP_MIN_INTERVAL_SECONDS": "0"}
+
 # Inherited variables that would change what is served: the function's own configuration,
 # in-cluster and caller credentials, functions-framework's gunicorn knobs (production keeps
 # their defaults).
@@ -129,8 +135,10 @@ class Served:
         *,
         source: Path | None = None,
         name: str = "function",
+        as_shipped: bool = False,
     ):
         self.name = name
+        self.as_shipped = as_shipped  # True: the code's defaults, not HARNESS_ENV
         self.env = dict(env)
         self.log_path = log_path or Path(tempfile.mkdtemp(prefix="podsweeper-served-")) / f"{name}.log"
         self.source = source
@@ -143,7 +151,7 @@ class Served:
         env = {
             k: v for k, v in os.environ.items() if not k.startswith("PODSWEEPER_") and k not in _NOT_INHERITED
         }
-        return {**env, **IMAGE_ENV, **self.env}
+        return {**env, **IMAGE_ENV, **({} if self.as_shipped else HARNESS_ENV), **self.env}
 
     def launch(self) -> Served:
         """Start the process and return at once."""

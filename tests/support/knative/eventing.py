@@ -295,7 +295,10 @@ class Eventing:
         from tests.support.harness.served import Served
 
         served = Served(
-            {**pod.env, "KUBECONFIG": str(pod.kubeconfig)}, pod.workdir / "function.log", name=pod.pod
+            {**pod.env, "KUBECONFIG": str(pod.kubeconfig)},
+            pod.workdir / "function.log",
+            name=pod.pod,
+            as_shipped=True,
         ).start()
         for number in pod.named_ports.values() or (8080,):
             pod.ports[number] = served.port  # every declared port is the one it serves on

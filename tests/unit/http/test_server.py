@@ -37,7 +37,10 @@ class InProcess:
     """The app functions-framework would serve, called through Flask's test client."""
 
     def __init__(self, kubeconfig):
-        settings = load_settings(max_body_bytes=BODY_LIMIT, event_timeout_seconds=TIMEOUT_SECONDS)
+        # As the served one runs (tests/support/harness/served.py HARNESS_ENV): no sender identity.
+        settings = load_settings(
+            max_body_bytes=BODY_LIMIT, event_timeout_seconds=TIMEOUT_SECONDS, auth="none"
+        )
         self.client = create_app(Service(settings, kubeconfig=str(kubeconfig))).test_client()
 
     def request(self, method: str, path: str = "/", body=b"", headers=None) -> Answer:
