@@ -12,11 +12,15 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-$(UNIT_STAMP): pyproject.toml | $(VENV)/bin/python
+# The runtime dependencies come from requirements.lock first (hash-checked, the image's exact
+# versions); the editable install then adds only the extras.
+$(UNIT_STAMP): pyproject.toml requirements.lock | $(VENV)/bin/python
+	$(PY) -m pip install --quiet --require-hashes -r requirements.lock
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(UNIT_STAMP)
 
-$(FULL_STAMP): pyproject.toml | $(VENV)/bin/python
+$(FULL_STAMP): pyproject.toml requirements.lock | $(VENV)/bin/python
+	$(PY) -m pip install --quiet --require-hashes -r requirements.lock
 	$(PY) -m pip install --quiet -e '.[test,integration,bench]'
 	touch $(FULL_STAMP) $(UNIT_STAMP)
 
