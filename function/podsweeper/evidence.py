@@ -5,7 +5,12 @@ Pure: the failures a pod shows, and how a job's store takes in new ones. One sto
 first failure and the most recent ones; beyond that a crash loop is written again only when
 something changes (another exit code or reason, a stronger source) or its restart count has
 doubled, so a loop does not write on every restart. Never environment values: only the
-container status, the node, the GPUs and, if enabled, the last lines of the container's log.
+container status, the node, the GPUs and, if log text is allowed there, the container's
+termination message and the last lines of its log.
+
+A store is bounded in bytes too (STORE_BUDGET, `bounded`): whatever the logs hold, it stays
+well below what the API server accepts in a ConfigMap, so a big failing job's store is never
+refused for its size.
 
 Each record says what happened to its pod, as known when it was written (its Source): a
 record of podsweeper's own act is written after the act, from its Result, never before.
@@ -24,7 +29,34 @@ from podsweeper.model import ContainerView, Pod
 RECENT_PER_CONTAINER = 3
 MAX_CONTAINERS = 64  # containers (pod x container) one job's store keeps
 MAX_MESSAGE = 1024
+MAX_REASON = 256
 MAX_LOG_BYTES = 2048
+CONFIGMAP_DATA_LIMIT = 1024 * 1024  # what the API server accepts in a ConfigMap's data, keys included
+# What evidence.json may hold, UTF-8 encoded. The API server refuses (422) a ConfigMap whose
+# data passes 1 MiB (1,048,576 bytes, keys included); 900 KiB leaves 124 KiB below that for
+# the key and any slack, and keeps the object (data plus a few KiB of metadata) far under
+# etcd's 1.5 MiB request limit and the request body (each byte of the value at most two once
+# JSON-escaped again by the client) under the API server's 3 MiB.
+STORE_BUDGET = 900 * 1024
+
+
+class Dropped(StrEnum):
+    """Why one of podsweeper's records was not written: the reason of a NotKept (and of the
+    podsweeper_records_dropped_total counter)."""
+
+    FOREIGN = "foreign"  # a ConfigMap of that name that podsweeper did not make: left alone
+    EARLIER = "earlier"  # a finish mark of an earlier job of that name, not collected yet
+    REFUSED = "refused"  # the API refused it for good (413, 422: too large, invalid)
+
+
+class NotKept(Exception):
+    """A store podsweeper may not, or cannot, write: kept nothing, and not worth retrying
+    (never an ApiUnavailable: the event is not answered 503 for it)."""
+
+    def __init__(self, reason: Dropped, detail: str):
+        super().__init__(f"{reason.value}: {detail}")
+        self.reason = reason
+        self.detail = detail
 
 
 class Source(StrEnum):
@@ -135,6 +167,12 @@ class Failure:
     def with_logs(self, logs: str | None) -> Failure:
         return replace(self, logs=_tail_bytes(logs) if logs else None)
 
+    def without_text(self) -> Failure:
+        """The run without the text its container wrote: its log and its termination message
+        (which is the log itself under terminationMessagePolicy FallbackToLogsOnError, and
+        the pod's spec is not read to tell)."""
+        return replace(self, message=None, logs=None)
+
     def kept_as(self, source: Source) -> Failure:
         """The same run, recorded with what is known now of its pod."""
         return replace(self, source=source)
@@ -163,7 +201,7 @@ def _failure(pod: Pod, c: ContainerView, gpus: int, source: Source) -> Failure:
         node=pod.node,
         exit_code=c.exit_code,
         signal=c.signal,
-        reason=c.reason,
+        reason=(c.reason or "")[:MAX_REASON] or None,
         message=(c.message or "")[:MAX_MESSAGE] or None,
         restart_count=c.restart_count,
         started_at=c.started_at,
@@ -237,9 +275,63 @@ def merge(records: list[dict[str, Any]], new: list[Failure]) -> list[dict[str, A
     if not changed:
         return None
     merged = [r for kept in by_container.values() for r in kept]
-    return sorted(
+    firsts = {id(kept[0]) for kept in by_container.values() if kept}
+    ordered = sorted(
         merged, key=lambda r: (r.get("finished_at") or "", r.get("pod", ""), r.get("container", ""))
     )
+    return bounded(ordered, [id(r) in firsts for r in ordered], STORE_BUDGET)
+
+
+def bounded(
+    records: list[dict[str, Any]], first: list[bool], budget: int
+) -> list[dict[str, Any]]:
+    """The records (oldest first), cut to what `encode` writes within `budget` bytes.
+
+    What goes first: log text, the oldest records' first; then the oldest runs, never a
+    container's first failure (`first`, one flag per record); then the first failures'
+    messages. Records podsweeper makes end there (MAX_CONTAINERS first failures without logs
+    take a fraction of the budget); only records it did not write could still pass it, and
+    then the newest go."""
+    sizes = [_size(r) for r in records]
+    total = 2 + sum(sizes) + max(0, len(sizes) - 1)  # "[" + records joined by "," + "]"
+    if total <= budget:
+        return records
+    kept = list(records)
+
+    def without(i: int, field: str) -> int:
+        trimmed = {k: v for k, v in kept[i].items() if k != field}
+        size = _size(trimmed)
+        freed, kept[i], sizes[i] = sizes[i] - size, trimmed, size
+        return freed
+
+    for i, record in enumerate(kept):
+        if total <= budget:
+            break
+        if "logs" in record:
+            total -= without(i, "logs")
+    dropped: set[int] = set()
+    for i in range(len(kept)):
+        if total <= budget:
+            break
+        if not first[i]:
+            dropped.add(i)
+            total -= sizes[i] + 1
+    for i in range(len(kept)):
+        if total <= budget:
+            break
+        if i not in dropped and "message" in kept[i]:
+            total -= without(i, "message")
+    for i in reversed(range(len(kept))):
+        if total <= budget:
+            break
+        if i not in dropped:
+            dropped.add(i)
+            total -= sizes[i] + 1
+    return [r for i, r in enumerate(kept) if i not in dropped]
+
+
+def _size(record: dict[str, Any]) -> int:
+    return len(encode([record]).encode()) - 2
 
 
 def _key(record: dict[str, Any]) -> tuple[str, str, int, str]:
@@ -252,7 +344,14 @@ def _key(record: dict[str, Any]) -> tuple[str, str, int, str]:
 
 
 def encode(records: list[dict[str, Any]]) -> str:
-    return json.dumps(records, separators=(",", ":"), sort_keys=True)
+    """The store's text: UTF-8, not \\u escapes (a CJK character takes 3 bytes, not 6). A lone
+    surrogate (from a store read back) has no UTF-8 form: it becomes "?"."""
+    text = json.dumps(records, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        text = text.encode(errors="replace").decode()
+    return text
 
 
 def decode(text: str | None) -> list[dict[str, Any]]:

@@ -4,7 +4,12 @@ event that shows no new termination costs no API request.
 
 The runs of the pods a pass acts on are read before the act (the logs go with the pod) and
 kept after it, with the source the act's Result says (evidence.source_of): a store never
-claims a delete that did not happen."""
+claims a delete that did not happen.
+
+Text the containers wrote (log lines, the termination message) is kept only where the
+namespace's policy allows it (PODSWEEPER_EVIDENCE_LOG_LINES, _LOGS_EXCLUDE_NAMESPACES, the
+Namespace's podsweeper.dev/evidence-logs). A store podsweeper may not or cannot write (not
+its ConfigMap; refused by the API for good) is logged, counted and remembered, never a 503."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from podsweeper import metrics
 from podsweeper.actions import Applied
 from podsweeper.cluster.base import Cluster
 from podsweeper.config import Settings
@@ -21,6 +27,7 @@ from podsweeper.errors import ApiUnavailable
 from podsweeper.evidence import (
     MAX_LOG_BYTES,
     Failure,
+    NotKept,
     Source,
     failures_of_decided,
     merge,
@@ -28,6 +35,7 @@ from podsweeper.evidence import (
     upgrades,
 )
 from podsweeper.model import JobRef
+from podsweeper.policy import Mode, NamespacePolicy, global_policy
 
 # Terminations this instance has kept (or found kept): bounded, oldest forgotten first.
 REMEMBERED = 100_000
@@ -50,11 +58,14 @@ class Acting:
 
 
 class EvidenceKeeper:
-    def __init__(self, settings: Settings, kept_in: Callable[[Cluster, str], bool] | None = None):
+    def __init__(
+        self, settings: Settings, policy_of: Callable[[Cluster, str], NamespacePolicy] | None = None
+    ):
         self.settings = settings
-        # Whether evidence is kept in a namespace (its policy is not `off`); asked only for a
-        # failure not kept yet, when the keeping goes to the API anyway.
-        self._kept_in = kept_in
+        # A namespace's policy: evidence is kept where its mode is not `off`, log text where
+        # it allows it. Asked only for a failure not kept yet, when the keeping goes to the API
+        # anyway, and before reading logs. None: the global settings everywhere.
+        self._policy_of = policy_of
         # Each run kept (or found kept), with its source: an upgrade is not "already kept".
         self._kept: OrderedDict[RunKey, Source] = OrderedDict()
         # Runs of pods a pass is acting on: a sighting of them meanwhile (the pod's delete
@@ -67,8 +78,10 @@ class EvidenceKeeper:
 
         New: a run not kept yet, or one kept from a weaker source than this one (an upgrade,
         evidence.upgrades). Logs are read only for runs not kept before (an earlier record has
-        its logs, and the store keeps them). An API failure goes on (the event is answered 503
-        and retried, nothing is lost)."""
+        its logs, and the store keeps them); where log text is not allowed, no termination
+        message is kept either. An API failure goes on (the event is answered 503 and retried,
+        nothing is lost); a store that is not podsweeper's, or that the API refuses for good,
+        is logged and counted, and its runs remembered as if kept (not tried on every event)."""
         if not self.settings.evidence:
             return 0
         with self._lock:
@@ -76,7 +89,8 @@ class EvidenceKeeper:
             unread = {f.key for f in new if f.key not in self._kept}
         if not new:
             return 0
-        if self._kept_in is not None and not self._kept_in(cluster, job.namespace):
+        policy = self._policy(cluster, job.namespace)
+        if policy.mode is Mode.OFF:
             self._remember(new)  # podsweeper is off there: keep nothing, do not ask again
             return 0
         if not job.uid:
@@ -87,14 +101,19 @@ class EvidenceKeeper:
                 self._remember(new)  # no job to keep it with: do not ask again
                 return 0
             job = owner.ref
-        if read_logs:
-            new = self._read_logs(cluster, job.namespace, new, unread)
-        for _attempt in (1, 2):  # a store written by another instance meanwhile: read it again
-            found = cluster.read_evidence(job)
-            records, version = found if found is not None else ([], None)
-            merged = merge(records, new)
-            if merged is None or cluster.write_evidence(job, merged, version):
-                break
+        if not self._text_allowed(policy):
+            new = [f.without_text() for f in new]
+        elif read_logs:
+            new = self._read_logs(cluster, job.namespace, new, unread, policy)
+        try:
+            for _attempt in (1, 2):  # a store written by another instance meanwhile: read it again
+                found = cluster.read_evidence(job)
+                records, version = found if found is not None else ([], None)
+                merged = merge(records, new)
+                if merged is None or cluster.write_evidence(job, merged, version):
+                    break
+        except NotKept as dropped:
+            metrics.record_dropped("evidence", dropped.reason.value, job.namespace, job.name, dropped.detail)
         self._remember(new)
         return len(new)
 
@@ -159,11 +178,32 @@ class EvidenceKeeper:
             while len(self._kept) > REMEMBERED:
                 self._kept.popitem(last=False)
 
+    def _policy(self, cluster: Cluster, namespace: str) -> NamespacePolicy:
+        if self._policy_of is None:
+            return global_policy(self.settings, namespace)
+        return self._policy_of(cluster, namespace)
+
+    def _text_allowed(self, policy: NamespacePolicy) -> bool:
+        """Whether the containers' own text may be kept there: the namespace's policy, which
+        only ever narrows the global settings (checked again here all the same)."""
+        return (
+            policy.evidence_logs
+            and self.settings.evidence_log_lines > 0
+            and policy.namespace not in self.settings.evidence_logs_excluded
+        )
+
     def _read_logs(
-        self, cluster: Cluster, namespace: str, failures: list[Failure], unread: set[RunKey]
+        self,
+        cluster: Cluster,
+        namespace: str,
+        failures: list[Failure],
+        unread: set[RunKey],
+        policy: NamespacePolicy | None = None,
     ) -> list[Failure]:
         """The failures, the first LOG_READS_PER_PASS of those in `unread` with their log tail."""
-        if not self._logs_allowed(namespace):
+        if not unread or not self.settings.evidence_log_lines:
+            return failures
+        if not self._text_allowed(policy or self._policy(cluster, namespace)):
             return failures
         reads, read = LOG_READS_PER_PASS, []
         for failure in failures:
@@ -172,9 +212,6 @@ class EvidenceKeeper:
                 failure = self._with_logs(cluster, namespace, failure)
             read.append(failure)
         return read
-
-    def _logs_allowed(self, namespace: str) -> bool:
-        return self.settings.evidence_log_lines > 0 and namespace not in self.settings.evidence_logs_excluded
 
     def _with_logs(self, cluster: Cluster, namespace: str, failure: Failure) -> Failure:
         logs = cluster.container_log(

@@ -25,7 +25,7 @@ from podsweeper.keeper import EvidenceKeeper
 from podsweeper.namespaces import NamespacePolicies
 from podsweeper.notify import Notifier, notices
 from podsweeper.passes import JobPassRunner
-from podsweeper.policy import Mode
+from podsweeper.policy import NamespacePolicy
 from podsweeper.report import log_decision
 from podsweeper.routing import Router
 from podsweeper.sweep import RECLAIMED, SweepEnd, Sweeper, SweepRun
@@ -84,14 +84,15 @@ class Pipeline:
 
     def __post_init__(self) -> None:
         self.policies = NamespacePolicies(self.settings, self.namespace_cache_seconds)
-        self._keeper = EvidenceKeeper(self.settings, self._evidence_kept_in)
+        self._keeper = EvidenceKeeper(self.settings, self._evidence_policy)
         self._router = Router(self.settings, self._keeper)
         self._passes = JobPassRunner(self.settings, self._keeper, self.policies)
         self._sweeper = Sweeper(self.settings, self._passes)
 
-    def _evidence_kept_in(self, cluster: Cluster, namespace: str) -> bool:
-        """Evidence is kept wherever podsweeper is not `off` (podsweeper.dev/mode)."""
-        return self.policies.for_namespace(cluster, namespace, datetime.now(UTC)).policy.mode is not Mode.OFF
+    def _evidence_policy(self, cluster: Cluster, namespace: str) -> NamespacePolicy:
+        """Evidence is kept wherever podsweeper is not `off` (podsweeper.dev/mode), log text
+        where podsweeper.dev/evidence-logs does not turn it off (podsweeper.keeper)."""
+        return self.policies.for_namespace(cluster, namespace, datetime.now(UTC)).policy
 
     def handle(self, intake: Intake, now: datetime, deadline: float | None = None) -> Outcome:
         """Handle one parsed event. Raises ApiUnavailable when the API fails (-> 503)."""

@@ -6,6 +6,8 @@ configuration's:
 
 * a namespace may always make podsweeper safer: `off`, `dry-run`, `warn` for a crash loop,
   longer graces (up to PODSWEEPER_NAMESPACE_MAX_GRACE_SECONDS);
+* `podsweeper.dev/evidence-logs: off` keeps no container text (log lines, termination
+  message) in its evidence; `on` only where the global settings read logs there already;
 * it may make podsweeper bolder only where the platform allowed it: `live` under a global
   dry-run only with PODSWEEPER_NAMESPACE_LIVE_ALLOWED, a crash-loop action other than `warn`
   and the global one only if PODSWEEPER_NAMESPACE_CRASHLOOP_ACTIONS names it, a shorter grace
@@ -51,6 +53,7 @@ class Knob(StrEnum):
     CRASHLOOP_ACTION = "crashloop-action"
     ORPHAN_GRACE = "orphan-grace-seconds"
     OPERATOR_GRACE = "operator-grace-seconds"
+    EVIDENCE_LOGS = "evidence-logs"
 
     @property
     def annotation(self) -> str:
@@ -65,6 +68,7 @@ KNOB_OF_VARIABLE = {
 }
 _GRACE_FIELD = {Knob.ORPHAN_GRACE: "orphan_grace_seconds", Knob.OPERATOR_GRACE: "operator_grace_seconds"}
 _MAX_DIGITS = 9  # a grace annotation longer than this is refused before it is parsed
+_ON_OFF = {"on": True, "off": False}
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,8 @@ class NamespacePolicy:
     operator_grace_seconds: int
     from_namespace: frozenset[Knob] = frozenset()  # the knobs its annotations set
     problems: tuple[str, ...] = ()  # one line each: the annotation, its value, why refused
+    # Whether container text (log lines, termination messages) may be kept in its evidence.
+    evidence_logs: bool = True
 
     @property
     def dry_run(self) -> bool:
@@ -90,6 +96,7 @@ class NamespacePolicy:
             Knob.CRASHLOOP_ACTION: self.crashloop_action.value,
             Knob.ORPHAN_GRACE: str(self.orphan_grace_seconds),
             Knob.OPERATOR_GRACE: str(self.operator_grace_seconds),
+            Knob.EVIDENCE_LOGS: "on" if self.evidence_logs else "off",
         }
         return values[knob]
 
@@ -118,6 +125,11 @@ def global_mode(settings: Settings) -> Mode:
     return Mode.DRY_RUN if settings.dry_run else Mode.LIVE
 
 
+def global_logs(settings: Settings, namespace: str) -> bool:
+    """Whether the global settings let container text be kept in this namespace's evidence."""
+    return settings.evidence_log_lines > 0 and namespace not in settings.evidence_logs_excluded
+
+
 def global_policy(settings: Settings, namespace: str) -> NamespacePolicy:
     """The policy of a namespace that sets nothing: the global settings."""
     return NamespacePolicy(
@@ -126,6 +138,7 @@ def global_policy(settings: Settings, namespace: str) -> NamespacePolicy:
         settings.crashloop_action,
         settings.orphan_grace_seconds,
         settings.operator_grace_seconds,
+        evidence_logs=global_logs(settings, namespace),
     )
 
 
@@ -150,7 +163,7 @@ def resolve(settings: Settings, namespace: str, annotations: Mapping[str, str]) 
         except ValueError:
             problems.append(f"{key}: not an annotation podsweeper reads on a Namespace (ignored)")
             continue
-        value, refused = _judge(settings, knob, raw.strip())
+        value, refused = _judge(settings, knob, raw.strip(), namespace)
         if refused is None:
             chosen[knob] = value
         else:
@@ -164,6 +177,7 @@ def resolve(settings: Settings, namespace: str, annotations: Mapping[str, str]) 
         _as(chosen.get(Knob.OPERATOR_GRACE), int, policy.operator_grace_seconds),
         frozenset(chosen),
         tuple(problems),
+        _as(chosen.get(Knob.EVIDENCE_LOGS), bool, policy.evidence_logs),
     )
 
 
@@ -171,8 +185,18 @@ def _as(value: object, kind: type[T], default: T) -> T:
     return value if isinstance(value, kind) else default
 
 
-def _judge(settings: Settings, knob: Knob, raw: str) -> tuple[object, str | None]:
+def _judge(settings: Settings, knob: Knob, raw: str, namespace: str) -> tuple[object, str | None]:
     """The value an annotation asks for, or why it is refused."""
+    if knob is Knob.EVIDENCE_LOGS:
+        if raw not in _ON_OFF:
+            return None, "is not on or off"
+        if _ON_OFF[raw] and not global_logs(settings, namespace):
+            return (
+                None,
+                "is not allowed: the global settings keep no log text here "
+                "(PODSWEEPER_EVIDENCE_LOG_LINES, PODSWEEPER_EVIDENCE_LOGS_EXCLUDE_NAMESPACES)",
+            )
+        return _ON_OFF[raw], None
     if knob is Knob.MODE:
         try:
             mode = Mode(raw)

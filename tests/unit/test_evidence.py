@@ -77,7 +77,7 @@ def setup(**kw):
     j = job(conditions=RUNNING)
     cluster = Counting()
     cluster.observe("add", parse_job(j))
-    return j, cluster, Pipeline(cluster, Settings(crashloop_restarts=50, **kw))
+    return j, cluster, Pipeline(cluster, Settings(**{"dry_run": False, "crashloop_restarts": 50, **kw}))
 
 
 def send(pipeline, cluster, raw, seconds):
@@ -170,7 +170,7 @@ def sources(cluster, j):
 
 def test_the_pods_podsweeper_deletes_leave_their_evidence_read_before_and_written_after():
     j, cluster = finished_with_loopers()
-    job_pass(Pipeline(cluster, Settings()), j)
+    job_pass(Pipeline(cluster, Settings(dry_run=False)), j)
     kept = cluster.records(j)
     assert sorted(r["pod"] for r in kept) == ["pytest-worker-0", "pytest-worker-1", "pytest-worker-2"]
     assert {r["source"] for r in kept} == {"deleted by podsweeper"} and all(r["logs"] for r in kept)
@@ -191,7 +191,7 @@ def test_in_dry_run_no_record_says_podsweeper_deleted_a_pod():
 
 def test_a_pod_deferred_by_the_bound_is_recorded_deferred_then_upgraded_once_deleted():
     j, cluster = finished_with_loopers(pods=5, replicas={"Worker": 1})  # declared 1 + margin 2 = 3
-    pipeline = Pipeline(cluster, Settings())
+    pipeline = Pipeline(cluster, Settings(dry_run=False))
     outcome = job_pass(pipeline, j)
     deferred = {a.decision.name for a in outcome.applied if a.result is Result.DEFERRED}
     assert len(deferred) == 2
@@ -226,7 +226,7 @@ def test_a_delete_refused_by_the_api_is_recorded_as_what_it_was(result, source):
     cluster = Refusing()
     cluster.result = result
     j, cluster = finished_with_loopers(cluster)
-    outcome = job_pass(Pipeline(cluster, Settings()), j)
+    outcome = job_pass(Pipeline(cluster, Settings(dry_run=False)), j)
     assert [a.result for a in outcome.applied] == [result] * 3
     assert set(sources(cluster, j).values()) == {source}
 
@@ -260,15 +260,19 @@ def test_a_later_sighting_never_downgrades_a_record_and_costs_nothing():
     cluster.calls.clear()
     send(pipeline, cluster, looping(j, 4), 45)  # the same run, seen again in a pod event
     assert cluster.calls == [] and sources(cluster, j) == {"pytest-worker-0": "would be deleted (dry-run)"}
-    Pipeline(cluster, Settings()).handle(parse_event(*split(event("update", looping(j, 4), at(46)))), at(46))
+    Pipeline(cluster, Settings(dry_run=False)).handle(
+        parse_event(*split(event("update", looping(j, 4), at(46)))), at(46)
+    )
     assert sources(cluster, j) == {"pytest-worker-0": "would be deleted (dry-run)"}  # another instance
 
     # Deleted for real (another instance: no memory), then its delete event, seen by a third.
-    job_pass(Pipeline(cluster, Settings()), j, 50)
+    job_pass(Pipeline(cluster, Settings(dry_run=False)), j, 50)
     assert sources(cluster, j) == {"pytest-worker-0": "deleted by podsweeper"}
     cluster.calls.clear()
     gone = looping(j, 4)
-    Pipeline(cluster, Settings()).handle(parse_event(*split(event("delete", gone, at(51)))), at(51))
+    Pipeline(cluster, Settings(dry_run=False)).handle(
+        parse_event(*split(event("delete", gone, at(51)))), at(51)
+    )
     assert sources(cluster, j) == {"pytest-worker-0": "deleted by podsweeper"}
     assert "write" not in cluster.calls
 
@@ -292,7 +296,7 @@ class FailingAfterFirstDelete(Counting):
 def test_when_the_api_fails_mid_pass_what_was_deleted_is_kept_and_the_failure_goes_on():
     j, cluster = finished_with_loopers(FailingAfterFirstDelete())
     with pytest.raises(ApiUnavailable, match="the API went away"):
-        job_pass(Pipeline(cluster, Settings(), concurrent_deletes=False), j)
+        job_pass(Pipeline(cluster, Settings(dry_run=False), concurrent_deletes=False), j)
     by_pod = sources(cluster, j)
     assert by_pod["pytest-worker-0"] == "deleted by podsweeper"
     # The others are still there, their fate unknown: merely seen terminated.
@@ -305,7 +309,7 @@ def test_when_the_store_fails_too_the_deletes_failure_is_the_one_that_goes_on():
     cluster.store_down = True
     j, cluster = finished_with_loopers(cluster)
     with pytest.raises(ApiUnavailable, match="the API went away"):
-        job_pass(Pipeline(cluster, Settings(), concurrent_deletes=False), j)
+        job_pass(Pipeline(cluster, Settings(dry_run=False), concurrent_deletes=False), j)
 
 
 class DeleteEventMeanwhile(Counting):
@@ -324,7 +328,7 @@ class DeleteEventMeanwhile(Counting):
 
 def test_a_pods_delete_event_during_the_pass_waits_for_the_passs_record():
     j, cluster = finished_with_loopers(DeleteEventMeanwhile())
-    cluster.pipeline = pipeline = Pipeline(cluster, Settings(), concurrent_deletes=False)
+    cluster.pipeline = pipeline = Pipeline(cluster, Settings(dry_run=False), concurrent_deletes=False)
     job_pass(pipeline, j)
     assert set(sources(cluster, j).values()) == {"deleted by podsweeper"}
     assert cluster.calls.count("write") == 1  # the delete events wrote nothing of their own

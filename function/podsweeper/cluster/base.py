@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 from podsweeper.decisions import Result
@@ -46,8 +47,10 @@ class Cluster(Protocol):
     def bounded(self, deadline: float) -> Cluster:
         """A view whose calls all end by `deadline` (a time.monotonic() value)."""
 
-    def read_finish_mark(self, job: JobRef) -> FinishMark | None:
-        """podsweeper's record that this chained job finished; None when there is none."""
+    def read_finish_mark(self, job: JobRef, created: datetime | None = None) -> FinishMark | None:
+        """podsweeper's record that this chained job finished; None when there is none, or
+        when the ConfigMap is not podsweeper's record of this job (its label, owned by
+        ref.uid), or was made before `created` (the job's creation, when known)."""
 
     def write_finish_mark(self, job: JobRef, mark: FinishMark) -> None:
         """Keep the record (a ConfigMap owned by the job, ref.uid: it goes with the job)."""
@@ -95,7 +98,8 @@ class Cluster(Protocol):
 
     def write_evidence(self, job: JobRef, records: list[dict[str, Any]], version: str | None) -> bool:
         """Create the job's store (version None) or replace it at `version`, owned by the job
-        (ref.uid) so it goes with it. False when someone wrote it since (409)."""
+        (ref.uid) so it goes with it. False when someone wrote it since (409); NotKept
+        (evidence.py) when the API refuses it for good or a read found it is not podsweeper's."""
 
     def container_log(
         self, namespace: str, pod: str, container: str, previous: bool, lines: int, limit_bytes: int

@@ -14,12 +14,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from itertools import count
 from typing import Any
 
 from podsweeper.cluster.base import JobPage, PodPage
 from podsweeper.decisions import Result
-from podsweeper.evidence import decode, encode, store_name
+from podsweeper.evidence import CONFIGMAP_DATA_LIMIT, Dropped, NotKept, decode, encode, store_name
 from podsweeper.kinds import IntermediateKind, TrainingKind
 from podsweeper.model import (
     EventRecord,
@@ -89,6 +90,8 @@ class SimulatedCluster:
     events: dict[str, RecordedEvent] = field(default_factory=dict)
     # (namespace, store name) -> (encoded records, version): the evidence stores
     evidence: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    # (namespace, name) of ConfigMaps someone else made at a store's name: never read nor written
+    foreign_stores: set[tuple[str, str]] = field(default_factory=set)
     # object (what it is, namespace, name) -> (the newest integer resourceVersion the stream
     # showed for it, whether that was a delete): what a late, older event is measured against
     # (and the uid it was of)
@@ -231,7 +234,8 @@ class SimulatedCluster:
         )
         return [p for p in (self.pods[key] for key in keys) if labels_name_job(p.labels, ref)]
 
-    def read_finish_mark(self, job: JobRef) -> FinishMark | None:
+    def read_finish_mark(self, job: JobRef, created: datetime | None = None) -> FinishMark | None:
+        # Only podsweeper writes marks here, each after its job showed: none predates its job.
         return self.finish_marks.get((job.key, job.uid))
 
     def write_finish_mark(self, job: JobRef, mark: FinishMark) -> None:
@@ -312,15 +316,27 @@ class SimulatedCluster:
         return Result.SUSPENDED
 
     def read_evidence(self, job: JobRef) -> tuple[list[dict[str, Any]], str] | None:
-        found = self.evidence.get((job.namespace, store_name(job.name)))
+        key = (job.namespace, store_name(job.name))
+        if key in self.foreign_stores:
+            raise NotKept(Dropped.FOREIGN, f"ConfigMap {'/'.join(key)} is not podsweeper's")
+        found = self.evidence.get(key)
         return (decode(found[0]), found[1]) if found else None
 
     def write_evidence(self, job: JobRef, records: list[dict[str, Any]], version: str | None) -> bool:
+        """As the API server: a store at another version is not replaced (409: False), one
+        whose data passes a ConfigMap's limit is refused (422: NotKept)."""
         key = (job.namespace, store_name(job.name))
+        if key in self.foreign_stores:
+            return False  # the create finds it there (409)
         current = self.evidence.get(key)
         if (current[1] if current else None) != version:
             return False
-        self.evidence[key] = (encode(records), str(int(version or 0) + 1))
+        text = encode(records)
+        if len("evidence.json") + len(text.encode()) > CONFIGMAP_DATA_LIMIT:
+            raise NotKept(
+                Dropped.REFUSED, f"ConfigMap {'/'.join(key)}: data over {CONFIGMAP_DATA_LIMIT} bytes (422)"
+            )
+        self.evidence[key] = (text, str(int(version or 0) + 1))
         return True
 
     def container_log(

@@ -3,21 +3,66 @@
 Each is a ConfigMap the job owns (not controlled, not blocking its deletion), so it goes
 with the job; one nobody would own is never written. A record of an earlier job of the same
 name (not yet collected) is not this job's.
+
+podsweeper's own are told by its label (the job's name) and an ownerReference to the job; a
+ConfigMap of the same name without them is someone else's: never read as a record, never
+replaced (logged and counted: podsweeper_records_dropped_total). A finish mark counts only
+if it is podsweeper's, this job's, and not older than the job.
 """
 
 from __future__ import annotations
 
 import json
 from datetime import datetime
+from enum import Enum
 from typing import Any
 
+from podsweeper import metrics
 from podsweeper.cluster.kube.calls import Calls, Refused, can_exist, core_path
-from podsweeper.evidence import decode, encode, store_name
+from podsweeper.errors import ApiUnavailable
+from podsweeper.evidence import Dropped, NotKept, decode, encode, store_name
 from podsweeper.model import FinishMark, JobRef
 
 EVIDENCE_KEY = "evidence.json"
 EVIDENCE_LABEL = "podsweeper.dev/evidence-for"
 FINISH_MARK_LABEL = "podsweeper.dev/finished"
+# The API refuses these for good (413: too large; 422: invalid, a ConfigMap over 1 MiB):
+# retrying the same store would only be refused again.
+REFUSED_FOR_GOOD = (413, 422)
+
+
+class Whose(Enum):
+    """Whose a ConfigMap at a record's name is, for one job."""
+
+    THIS_JOB = "this job's"  # podsweeper's label for the job, owned by the job's uid
+    EARLIER_JOB = "an earlier job's"  # podsweeper's label, owned only by another job of that name
+    FOREIGN = "not podsweeper's"  # anything else: someone else's
+
+
+def whose(body: dict[str, Any], job: JobRef, label: str) -> Whose:
+    """Whose the ConfigMap (an API object, as read) is: podsweeper's record for this job, for
+    an earlier job of the same name, or someone else's."""
+    metadata = body.get("metadata") or {}
+    owners = [o for o in metadata.get("ownerReferences") or [] if isinstance(o, dict)]
+    if (metadata.get("labels") or {}).get(label) != job.name[:63]:
+        return Whose.FOREIGN
+    if job.uid and any(o.get("uid") == job.uid for o in owners):
+        return Whose.THIS_JOB
+    if owners and all((o.get("kind"), o.get("name")) == (job.kind.kind, job.name) for o in owners):
+        return Whose.EARLIER_JOB
+    return Whose.FOREIGN
+
+
+def predates(body: dict[str, Any], created: datetime | None) -> bool:
+    """Whether the ConfigMap was made before the job was: then it is not the job's record,
+    whatever it says (a mark cannot predate its job). Unknown times: not known to."""
+    made = (body.get("metadata") or {}).get("creationTimestamp")
+    if created is None or not isinstance(made, str):
+        return False
+    try:
+        return datetime.fromisoformat(made) < created
+    except (ValueError, TypeError):  # unreadable, or naive against aware: not podsweeper's
+        return True
 
 
 def _owned_by(job: JobRef) -> dict[str, Any]:
@@ -37,7 +82,7 @@ def finish_mark_name(job_name: str) -> str:
 
 
 class Records(Calls):
-    def read_finish_mark(self, job: JobRef) -> FinishMark | None:
+    def read_finish_mark(self, job: JobRef, created: datetime | None = None) -> FinishMark | None:
         name = finish_mark_name(job.name)
         if not can_exist(job.namespace, name):
             return None
@@ -46,10 +91,13 @@ class Records(Calls):
             "GET",
             core_path("configmaps", job.namespace, name),
         )
-        data = (body or {}).get("data") or {}
-        owners = ((body or {}).get("metadata") or {}).get("ownerReferences") or []
-        if not data.get("condition") or not any(o.get("uid") == job.uid for o in owners):
-            return None  # none, or an earlier job's of the same name (not yet collected)
+        if not isinstance(body, dict):
+            return None
+        data = body.get("data") or {}
+        if not data.get("condition") or whose(body, job, FINISH_MARK_LABEL) is not Whose.THIS_JOB:
+            return None  # none, an earlier job's of the same name (not yet collected), or not podsweeper's
+        if predates(body, created):
+            return None  # made before the job: planted, whatever its label and owner say
         try:
             at = datetime.fromisoformat(data["at"]) if data.get("at") else None
         except ValueError:
@@ -63,27 +111,58 @@ class Records(Calls):
             "top_uid": mark.top_uid,
         }
         what = f"write finish mark of {job.namespace}/{job.name}"
-        # This finish replaces the one kept, whoever wrote that.
-        self._write_owned(job, finish_mark_name(job.name), FINISH_MARK_LABEL, data, what, overwrite=True)
+        name = finish_mark_name(job.name)
+        if self._write_owned(job, name, FINISH_MARK_LABEL, data, what):
+            return
+        # One is there already: this finish replaces podsweeper's mark of this job (at the
+        # version read: a 409 then is retried with the event), never someone else's, nor an
+        # earlier job's (replaced, it would keep that job's creationTimestamp and never count;
+        # it goes with that job soon).
+        found = self._call(what, "GET", core_path("configmaps", job.namespace, name))
+        if not isinstance(found, dict):
+            raise ApiUnavailable(f"{what}: it existed, then was gone; the next event writes it")
+        owner = whose(found, job, FINISH_MARK_LABEL)
+        if owner is not Whose.THIS_JOB:
+            reason = Dropped.FOREIGN if owner is Whose.FOREIGN else Dropped.EARLIER
+            detail = f"ConfigMap {job.namespace}/{name} is {owner.value}: left as it is"
+            metrics.record_dropped("finish-mark", reason, job.namespace, job.name, detail)
+            return
+        version = str((found.get("metadata") or {}).get("resourceVersion", ""))
+        self._write_owned(job, name, FINISH_MARK_LABEL, data, what, version=version, conflicts=())
 
     def read_evidence(self, job: JobRef) -> tuple[list[dict[str, Any]], str] | None:
-        if not can_exist(job.namespace, store_name(job.name)):
+        """The job's records and the store's version; an earlier job's store (not collected
+        yet): no records, its version (this job's replaces it). NotKept: not podsweeper's."""
+        name = store_name(job.name)
+        if not can_exist(job.namespace, name):
             return None
         body = self._request(
-            f"get evidence of {job.namespace}/{job.name}",
-            "GET",
-            core_path("configmaps", job.namespace, store_name(job.name)),
+            f"get evidence of {job.namespace}/{job.name}", "GET", core_path("configmaps", job.namespace, name)
         )
         if body is None:
             return None
         store = json.loads(body)
-        data = store.get("data") or {}
-        return decode(data.get(EVIDENCE_KEY)), str((store.get("metadata") or {}).get("resourceVersion", ""))
+        version = str((store.get("metadata") or {}).get("resourceVersion", ""))
+        owner = whose(store, job, EVIDENCE_LABEL)
+        if owner is Whose.FOREIGN:
+            raise NotKept(
+                Dropped.FOREIGN, f"ConfigMap {job.namespace}/{name} is {owner.value}: left as it is"
+            )
+        if owner is Whose.EARLIER_JOB:
+            return [], version
+        return decode((store.get("data") or {}).get(EVIDENCE_KEY)), version
 
     def write_evidence(self, job: JobRef, records: list[dict[str, Any]], version: str | None) -> bool:
+        """NotKept when the API refuses the store for good (too large, invalid)."""
         what = f"write evidence of {job.namespace}/{job.name}"
         data = {EVIDENCE_KEY: encode(records)}
-        return self._write_owned(job, store_name(job.name), EVIDENCE_LABEL, data, what, version=version)
+        try:
+            return self._write_owned(
+                job, store_name(job.name), EVIDENCE_LABEL, data, what, version, (409, *REFUSED_FOR_GOOD)
+            )
+        except Refused as refused:
+            detail = f"{what}: API answered {refused.status}: {refused.body[:200].decode(errors='replace')}"
+            raise NotKept(Dropped.REFUSED, detail) from None
 
     def _write_owned(
         self,
@@ -93,11 +172,11 @@ class Records(Calls):
         data: dict[str, str],
         what: str,
         version: str | None = None,
-        overwrite: bool = False,
+        conflicts: tuple[int, ...] = (409,),
     ) -> bool:
         """Create a ConfigMap the job owns, or (at `version`, read before) replace it; False
-        when someone else wrote it first (409), or it is gone since. `overwrite`: one that
-        exists already at create is replaced, whatever its version."""
+        when someone else wrote it first (409), or it is gone since. Any other status in
+        `conflicts` is the caller's (Refused)."""
         if not job.uid or not can_exist(job.namespace, name):
             return False  # a record nobody owns would never go: keep none
         metadata: dict[str, Any] = {
@@ -109,15 +188,17 @@ class Records(Calls):
         if version is not None:
             metadata["resourceVersion"] = version
         body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}
-        one = core_path("configmaps", job.namespace, name)
         try:
             if version is None:
-                self._request(what, "POST", core_path("configmaps", job.namespace), body=body)
+                self._request(
+                    what, "POST", core_path("configmaps", job.namespace), body=body, conflicts=conflicts
+                )
                 return True
-            found = self._request(what, "PUT", one, body=body)
+            found = self._request(
+                what, "PUT", core_path("configmaps", job.namespace, name), body=body, conflicts=conflicts
+            )
             return found is not None
-        except Refused:  # 409: written (or created) by someone else since it was read
-            if not overwrite:
-                return False
-        self._request(what, "PUT", one, body=body, conflicts=())
-        return True
+        except Refused as refused:  # 409: written (or created) by someone else since it was read
+            if refused.status != 409:
+                raise
+            return False
