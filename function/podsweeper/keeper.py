@@ -162,6 +162,14 @@ class EvidenceKeeper:
         if failure is not None and not best_effort:
             raise failure
 
+    def any_new(self, failures: Iterable[Failure]) -> bool:
+        """Whether keeping these would write anything (no API request): an event showing only
+        runs already kept costs no fresh read."""
+        if not self.settings.evidence:
+            return False
+        with self._lock:
+            return any(self._is_new(f) for f in failures)
+
     def _is_new(self, failure: Failure) -> bool:
         kept = self._kept.get(failure.key)
         if kept is None:

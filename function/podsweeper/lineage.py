@@ -14,6 +14,18 @@ from podsweeper.kinds import Chain
 from podsweeper.model import FinishMark, Intermediate, Job, JobRef, Pod
 from podsweeper.ownership import controlled_by
 
+# A TrainJob's first JobSet is made within a second of it (measured ~0.1 s); one made later
+# was made again (after a delete or a TTL). Only such a JobSet can be a restart's.
+FIRST_JOBSET_WITHIN_SECONDS = 2.0
+
+
+def made_again(job: Job, jobset: Intermediate) -> bool:
+    """Whether this JobSet was made after the TrainJob's first: fresh state, the one proof that
+    a TrainJob may have been restarted (its first JobSet never was)."""
+    if job.suspended or jobset.suspended or job.created is None or jobset.created is None:
+        return False
+    return (jobset.created - job.created).total_seconds() >= FIRST_JOBSET_WITHIN_SECONDS
+
 
 @dataclass(frozen=True)
 class Lineage:

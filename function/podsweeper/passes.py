@@ -16,11 +16,12 @@ from podsweeper.config import Settings
 from podsweeper.decisions import Action, Decision, Target
 from podsweeper.evidence import Source, failures_of
 from podsweeper.keeper import EvidenceKeeper
-from podsweeper.lineage import Lineage
+from podsweeper.lineage import Lineage, made_again
 from podsweeper.model import FinishMark, Intermediate, Job
 from podsweeper.namespaces import NamespacePolicies, Resolved
 from podsweeper.ownership import controlled_by
 from podsweeper.policy import Knob, Mode, NamespacePolicy
+from podsweeper.report import log_disagreement
 from podsweeper.rules.operator_cleanup import left_to_operator
 from podsweeper.triage import JobPass, PassReason
 
@@ -32,26 +33,26 @@ class PassResult:
     bound: int  # how many of the decisions' deletes this pass may make
 
 
-# A TrainJob's first JobSet is made within a second of it (measured ~0.1 s); one made later
-# was made again (after a delete or a TTL): its pass checks whether the job had finished.
-FIRST_JOBSET_WITHIN_SECONDS = 2.0
+# How long after the finish an event claims a JobSet made again may still be the restart
+# that erased it: Trainer makes it within ~20 ms of the old one's delete (measured), and the
+# event comes within seconds; a claim older than this cannot be corroborated any more.
+ERASED_WITHIN_SECONDS = 60.0
 
 
-def made_again(job: Job, jobset: Intermediate) -> bool:
-    """Whether this JobSet was made after the TrainJob's first (the sweep nominates it)."""
-    if job.suspended or jobset.suspended or job.created is None or jobset.created is None:
-        return False
-    return (jobset.created - job.created).total_seconds() >= FIRST_JOBSET_WITHIN_SECONDS
-
-
-def finish_seen(job: Job, jobset: Intermediate | None, erased: bool, now: datetime) -> FinishMark | None:
+def finish_seen(job: Job, jobset: Intermediate | None, claimed: datetime | None) -> FinishMark | None:
     """The finish of a chained job to remember: the one the fresh read shows, with the JobSet it
-    finished with (its own, unless that one was made after the finish); or, `erased`, the one
-    the event showed and Trainer has removed since.
+    finished with (its own, unless that one was made after the finish); or, when an event
+    `claimed` a finish (its time) that the fresh job no longer shows, the one Trainer erased, if
+    the fresh objects corroborate it.
 
     Trainer v2.3.0 derives Failed from the JobSet and drops it once the JobSet is gone, making a
     new one: under JobSet ttlSecondsAfterFinished 0 a TrainJob is Failed for ~50 ms, and the pass
-    of that event can read it after (measured). Failed is the only finish it erases."""
+    of that event can read it after (measured). Failed is the only finish it erases. The event
+    is a claim: anyone who can reach the function can send one, with the job's real uid. So the
+    erasure is believed only on the job's own JobSet, read now: the one it failed with, ended or
+    on its way out; or one made again (not the job's first) at or after the claimed finish and
+    within ERASED_WITHIN_SECONDS of it. A running job's first JobSet corroborates nothing, nor
+    does no JobSet at all (a restart in that window goes unseen: a missed act, never a wrong one)."""
     if job.finished is not None:
         if jobset is None:
             return None
@@ -60,14 +61,17 @@ def finish_seen(job: Job, jobset: Intermediate | None, erased: bool, now: dateti
             job.finished_at is not None and jobset.created is not None and jobset.created > job.finished_at
         )
         return FinishMark(job.finished, job.finished_at, jobset.uid if owned and not made_after else "")
-    if not erased:
+    if claimed is None or jobset is None or not controlled_by(jobset.controller, job.kind.kind, job.uid):
         return None
     failed = job.kind.finished_conditions[-1]
-    if jobset is None:  # between the old JobSet's delete and the new one: what comes next is new
-        return FinishMark(failed, now.replace(microsecond=0), "")
     if jobset.terminating or jobset.finished:  # the JobSet it failed with, on its way out
         return FinishMark(failed, None, jobset.uid)
-    return FinishMark(failed, jobset.created, "")  # the JobSet made again already
+    if jobset.created is None or not made_again(job, jobset):
+        return None
+    since = (jobset.created - claimed).total_seconds()
+    if 0 <= since <= ERASED_WITHIN_SECONDS:
+        return FinishMark(failed, jobset.created, "")  # the JobSet made again already
+    return None
 
 
 def stamped(decisions: list[Decision], policy: NamespacePolicy) -> list[Decision]:
@@ -150,19 +154,27 @@ class JobPassRunner:
         batch_jobs = tuple(cluster.list_intermediates(chain.links[-1], ref.namespace, selector))
         pods = tuple(cluster.list_job_pods(ref))
         mark = None
-        # The event showed the job finished; read now, the same job no longer is: Trainer erased it.
-        erased = (
-            work.reason is PassReason.FINISHED
+        # The event claimed the job finished; read now, the same job no longer is: Trainer may have
+        # erased it, if the fresh chain says so (finish_seen); else the claim is said and dropped.
+        claimed = (
+            work.claimed_finish or now
+            if work.reason is PassReason.FINISHED
             and job is not None
             and job.finished is None
             and job.uid == work.ref.uid
+            else None
         )
-        if job is not None and not job.suspended and (jobset is not None or erased):
+        if job is not None and not job.suspended and jobset is not None:
             mark = cluster.read_finish_mark(job.ref)
-            seen = finish_seen(job, jobset, erased and mark is None, now)
+            seen = finish_seen(job, jobset, claimed if mark is None else None)
             if seen is not None and (mark is None or (mark.condition, mark.at) != (seen.condition, seen.at)):
                 mark = seen  # remembered: Trainer may erase the finish (a Failed TrainJob restarted)
                 cluster.write_finish_mark(job.ref, mark)
+            elif claimed is not None and mark is None:
+                log_disagreement(
+                    f"{ref.kind.kind} {ref.namespace}/{ref.name} finished",
+                    "not finished, and its JobSet does not show a finish Trainer erased: nothing done",
+                )
         lineage = Lineage(ref, job, jobset, batch_jobs, pods, mark)
         decisions = engine.decide_chain(lineage, now, settings, new=work.check_backoff)
         self._keep_chain_evidence(decisions, lineage, cluster)

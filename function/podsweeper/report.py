@@ -100,6 +100,13 @@ def log_decision(
     decision_log.info(json.dumps(line, sort_keys=False))
 
 
+def log_disagreement(claim: str, fresh: str) -> None:
+    """An event whose payload the fresh read contradicts: said once in the decision log, and
+    nothing is done on it (a payload is a claim, never a fact)."""
+    line = {"msg": "payload disagrees with fresh state", "claim": claim, "fresh": fresh}
+    decision_log.info(json.dumps(line, sort_keys=False))
+
+
 def _event_name(job: JobRef, *parts: str) -> str:
     digest = hashlib.sha256("|".join((job.uid or "", *parts)).encode()).hexdigest()[:16]
     return f"{job.name[:200]}.{digest}"

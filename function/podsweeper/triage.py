@@ -7,6 +7,7 @@ it. Events that no rule could act on are ignored here, so they cost no API reque
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 
 from podsweeper.config import Settings
@@ -42,6 +43,9 @@ class JobPass:
     check_backoff: bool = False  # also decide rule no-backoff-limit on the fresh job
     # List pods by both the v1.6+ and the pre-v1.6 labels (the sweep saw legacy-only pods).
     all_label_sets: bool = False
+    # When the event says the job finished (its finishing condition's lastTransitionTime): a
+    # claim, never a fact. It only narrows what a fresh read may corroborate (passes.finish_seen).
+    claimed_finish: datetime | None = None
 
 
 def in_scope(namespace: str, settings: Settings) -> Ignored | None:
@@ -99,7 +103,8 @@ def _triage_job(verb: Verb, job: Job) -> JobPass | Ignored:
     # Only a new job is checked for unbounded restarts; the pass decides on the fresh job.
     check_backoff = verb is Verb.ADD and bool(unbounded_restart_replicas(job))
     if (job.finished or job.failed_unsettled_at) and not job.suspended:
-        return JobPass(job.ref, PassReason.FINISHED, check_backoff=check_backoff)
+        claimed = job.finished_at if job.finished else job.failed_unsettled_at
+        return JobPass(job.ref, PassReason.FINISHED, check_backoff=check_backoff, claimed_finish=claimed)
     if check_backoff:
         return JobPass(job.ref, PassReason.ADDED, check_backoff=True)
     return Ignored("job not finished")

@@ -43,7 +43,9 @@ def gone(cluster: SimulatedCluster, tj: dict) -> None:
 
 
 def handle(cluster, raw_event, now=600, **settings):
-    return Pipeline(cluster, Settings(**settings)).handle(parse_event(*split(raw_event)), at(now))
+    return Pipeline(cluster, Settings(**{"dry_run": False, **settings})).handle(
+        parse_event(*split(raw_event)), at(now)
+    )
 
 
 def decided(outcome):
@@ -110,11 +112,13 @@ def test_finished_trainjob_restarted_a_jobset_made_in_the_second_of_the_finish_i
     assert [d[0] for d in decided(outcome)] == [Rule.FINISHED_TRAINJOB_RESTARTED]
 
 
-@pytest.mark.parametrize("read_now", ["new JobSet", "old JobSet terminating", "no JobSet"])
+@pytest.mark.parametrize("read_now", ["new JobSet", "old JobSet terminating"])
 def test_a_failed_condition_erased_before_the_pass_reads_it_is_still_caught(read_now):
     """JobSet TTL 0 (measured on Trainer v2.3.0): the TrainJob is Failed for ~50 ms, until the
     TTL's delete and the new JobSet; the pass of the event that showed Failed may read it after.
-    The event is the proof it finished: its record is kept from it, and the restart is caught."""
+    The event only claims it finished: the record is kept when the fresh chain corroborates it
+    (the JobSet it failed with, ended; or one made again since the claimed finish), and the
+    restart is caught."""
     failed = v2.trainjob(conditions=[("Failed", at(50))])
     old = v2.jobset(failed, conditions=[("Failed", at(50))])
     again = v2.trainjob()  # same uid, Failed erased
@@ -126,7 +130,6 @@ def test_a_failed_condition_erased_before_the_pass_reads_it_is_still_caught(read
         "old JobSet terminating": [
             {**old, "metadata": {**old["metadata"], "deletionTimestamp": stamp(at(50))}}
         ],
-        "no JobSet": [],
     }[read_now]
     cluster = world(again, *state)
     first = handle(cluster, event("update", failed, at(50)), now=51)
@@ -146,6 +149,50 @@ def test_a_failed_condition_erased_before_the_pass_reads_it_is_still_caught(read
     assert decided(outcome) == [
         (Rule.FINISHED_TRAINJOB_RESTARTED, Action.SUSPEND, "TrainJob", "tj", Result.SUSPENDED)
     ]
+
+
+def test_an_erased_failure_nothing_fresh_corroborates_keeps_no_record():
+    """Read between the old JobSet's delete and the new one, nothing fresh shows the finish the
+    event claims: no record, and the restart that follows goes unseen (a missed act, never a
+    wrong one: the same event, sent by anyone, must not stop a job)."""
+    failed = v2.trainjob(conditions=[("Failed", at(50))])
+    again = v2.trainjob()  # same uid, Failed erased
+    cluster = world(again)
+    assert handle(cluster, event("update", failed, at(50)), now=51).applied == []
+    assert cluster.finish_marks == {}
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_a_lying_failed_event_never_suspends_a_running_trainjob(dry_run):
+    """Issue 38, finding 1: an update event claiming Failed, with the running TrainJob's real
+    uid (uids are public: in Events, CloudEvents, every JobSet's ownerReferences). Its first
+    JobSet runs: nothing corroborates an erased finish. No record, no suspend, in either mode."""
+    running = v2.trainjob()
+    jobset = v2.jobset(running, created=at(0))
+    job = v2.batch_job(jobset)
+    cluster = world(running, jobset, job, v2.pod(job, 0), v2.pod(job, 1))
+    lie = v2.trainjob(conditions=[("Failed", at(500))])
+    for now in (501, 600, 1200):
+        assert handle(cluster, event("update", lie, at(now - 1)), now=now, dry_run=dry_run).applied == []
+        assert handle(cluster, ping(at(now)), now=now, dry_run=dry_run).applied == []
+    assert cluster.finish_marks == {}
+    assert not cluster.jobs[("TrainJob", "team-a", "tj")].suspended
+
+
+def test_a_planted_finish_record_alone_suspends_no_running_trainjob():
+    """The record is a ConfigMap: anyone who may create one in the namespace can plant it. A
+    restart is believed only of a JobSet made again; the job's first JobSet never is one."""
+    from podsweeper.model import FinishMark
+
+    running = v2.trainjob()
+    jobset = v2.jobset(running, created=at(0))
+    job = v2.batch_job(jobset)
+    cluster = world(running, jobset, job, v2.pod(job, 0))
+    ref = cluster.jobs[("TrainJob", "team-a", "tj")].ref
+    cluster.write_finish_mark(ref, FinishMark("Failed", at(-100), "planted-uid"))
+    assert handle(cluster, event("add", jobset, at(10)), now=600).applied == []
+    assert handle(cluster, ping(at(600)), now=600).applied == []
+    assert not cluster.jobs[("TrainJob", "team-a", "tj")].suspended
 
 
 def test_a_suspended_restart_resumed_by_a_person_is_left_to_run():

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from podsweeper.decisions import Action, Rule
-from podsweeper.lineage import Lineage
+from podsweeper.lineage import Lineage, made_again
 from podsweeper.model import Intermediate
 from podsweeper.rules.base import Context, Finding, RuleSpec
 
@@ -38,6 +38,9 @@ def check(lineage: Lineage, ctx: Context) -> list[Finding]:
         # record of an erased finish names the moment from which a JobSet is a new one.
         shown = job.finished is not None and mark.at == job.finished_at
         restarted = jobset.uid != mark.top_uid if mark.top_uid else _after(jobset, mark.at, strictly=shown)
+        # The record is a ConfigMap: whoever may create one in the namespace could plant it. A
+        # restart is believed only of a JobSet made again (the job's first never was one).
+        restarted = restarted and made_again(job, jobset)
         finished, since = mark.condition, mark.at
     elif job.finished is not None:
         restarted, finished, since = (
