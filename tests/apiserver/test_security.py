@@ -628,3 +628,472 @@ def test_each_opt_in_overlay_adds_exactly_its_table(control_plane, admin_api, ov
         while probe.review(verb, group, resource, "team-a") and time.monotonic() < deadline:
             time.sleep(0.05)
     assert not probe.review(verb, group, resource, "team-a"), f"{overlay}: still granted after removal"
+
+
+# -- what RBAC cannot narrow: the admission policy on the function's writes -------------------
+# knative/function/admission-policy.yaml, applied with the RBAC at the control plane's start
+# (tests/support/controlplane/manifests.py). Every request below is one the function's RBAC
+# allows (the access review says so first); the policy alone refuses the ones podsweeper never
+# makes, with a 403 that names it, and lets through the ones it does make. All writes are dry
+# runs (validating admission judges them all the same), so the cases share their objects.
+
+POLICY = "podsweeper-function-writes"
+MERGE = {"Content-Type": "application/merge-patch+json"}
+JSON_PATCH = {"Content-Type": "application/json-patch+json"}
+DRY = {"dryRun": "All"}
+# Generous for the policy's informer on a busy 2-core machine (it is there in ~1 s).
+POLICY_SYNC_SECONDS = 30
+
+
+def _configmap(namespace: str, name: str, labels: dict | None = None) -> dict:
+    metadata: dict = {"name": name, "namespace": namespace}
+    if labels is not None:
+        metadata["labels"] = labels
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": {"k": "v"}}
+
+
+def _event(namespace: str, name: str, api_version: str, kind: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": namespace},
+        "involvedObject": {"apiVersion": api_version, "kind": kind, "name": "x", "namespace": namespace},
+        "reason": "Probe",
+        "message": "probe",
+        "type": "Warning",
+    }
+
+
+def _plain_job(name: str, labels: dict | None = None) -> dict:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {
+            "template": {
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}
+            }
+        },
+    }
+
+
+def _jobset(name: str, owner: dict | None = None, template_labels: dict | None = None) -> dict:
+    template: dict = {
+        "spec": {
+            "template": {
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}
+            }
+        }
+    }
+    if template_labels:
+        template["metadata"] = {"labels": template_labels}
+    metadata: dict = {"name": name}
+    if owner:
+        metadata["ownerReferences"] = [owner]
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": metadata,
+        "spec": {"replicatedJobs": [{"name": "w", "template": template}]},
+    }
+
+
+def _bare_pod(name: str, labels: dict | None = None) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
+
+
+@dataclass(frozen=True)
+class Write:
+    """One write as the function's user: the RBAC verb it needs, and the real request."""
+
+    what: str
+    verb: str
+    group: str
+    resource: str
+    namespace: str
+    method: str
+    path: str
+    kw: dict
+
+
+def _writes_world(admin: requests.Session, url: str, namespace: str) -> dict[str, str]:
+    """As admin: the objects the cases act on. Returns the uids the legitimate patches carry."""
+
+    def create(path: str, body: dict) -> dict:
+        answer = admin.post(f"{url}{path}", json=body)
+        if answer.status_code == 409:
+            return admin.get(f"{url}{path}/{body['metadata']['name']}").json()
+        answer.raise_for_status()
+        return answer.json()
+
+    ns = f"/api/v1/namespaces/{namespace}"
+    create("/api/v1/namespaces/kube-system/configmaps", _configmap("kube-system", "coredns"))
+    create("/api/v1/namespaces/kube-system/pods", _bare_pod("coredns-probe"))
+    create(
+        f"{ns}/configmaps",
+        _configmap(namespace, "podsweeper-evidence-train", {facts.EVIDENCE_LABEL: "train"}),
+    )
+    mpi = create(
+        f"/apis/kubeflow.org/v1/namespaces/{namespace}/mpijobs",
+        {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "MPIJob",
+            "metadata": {"name": "mpi"},
+            "spec": {
+                "runPolicy": {"backoffLimit": 3},
+                "mpiReplicaSpecs": {
+                    "Launcher": {
+                        "replicas": 1,
+                        "template": {"spec": {"containers": [{"name": "mpi", "image": "trainer:1"}]}},
+                    }
+                },
+            },
+        },
+    )
+    train = create(
+        f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs",
+        {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "metadata": {"name": "train", "labels": {"team": "a"}},
+            "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"image": "trainer:1"}},
+        },
+    )
+    create(
+        f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs",
+        {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "metadata": {"name": "held"},
+            "spec": {"runtimeRef": {"name": "torch-distributed"}, "suspend": True},
+        },
+    )
+    marks = {facts.JOBSET_NAME_LABEL: "train", facts.TRAINER_MARK_LABEL: "trainer"}
+    batch = f"/apis/batch/v1/namespaces/{namespace}/jobs"
+    create(batch, _plain_job("plain"))
+    create(batch, _plain_job("named-only", {facts.JOBSET_NAME_LABEL: "train"}))
+    create(batch, _plain_job("train-node-0", marks))
+    jobsets = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets"
+    create(jobsets, _jobset("plain"))
+    create(
+        jobsets,
+        _jobset(
+            "owned",
+            owner={
+                "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                "kind": "TrainJob",
+                "name": "train",
+                "uid": train["metadata"]["uid"],
+                "controller": True,
+            },
+        ),
+    )
+    create(jobsets, _jobset("marked", template_labels={facts.TRAINER_MARK_LABEL: "trainer"}))
+    create(f"{ns}/pods", _bare_pod("app"))
+    create(f"{ns}/pods", _bare_pod("worker", {facts.JOB_NAME_LABEL: "mpi"}))
+    return {"mpi": mpi["metadata"]["uid"], "train": train["metadata"]["uid"]}
+
+
+def _cases(
+    admin: requests.Session, url: str, namespace: str, uids: dict[str, str]
+) -> tuple[list[Write], list[Write]]:
+    """(refused, allowed): what podsweeper never does, and what it does."""
+    ns = f"/api/v1/namespaces/{namespace}"
+    mpi = f"/apis/kubeflow.org/v1/namespaces/{namespace}/mpijobs/mpi"
+    train = f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs/train"
+    batch = f"/apis/batch/v1/namespaces/{namespace}/jobs"
+    jobsets = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets"
+    coredns = admin.get(f"{url}/api/v1/namespaces/kube-system/configmaps/coredns").json()
+    coredns["data"] = {"Corefile": ". { forward . 203.0.113.1 }"}
+    evidence = admin.get(f"{url}{ns}/configmaps/podsweeper-evidence-train").json()
+    evidence["data"] = {"evidence.json": "[]"}
+    labelled = {facts.EVIDENCE_LABEL: "train"}
+
+    def post(what, resource, path, body):
+        return Write(
+            what, "create", "", resource, path.split("/")[4], "POST", path, {"params": DRY, "json": body}
+        )
+
+    def merge(what, group, resource, path, patch):
+        return Write(
+            what,
+            "patch",
+            group,
+            resource,
+            namespace,
+            "PATCH",
+            path,
+            {"params": DRY, "data": json.dumps(patch), "headers": MERGE},
+        )
+
+    def delete(what, group, resource, path, where=namespace):
+        return Write(what, "delete", group, resource, where, "DELETE", path, {"params": DRY})
+
+    refused = [
+        Write(
+            "update kube-system/coredns",
+            "update",
+            "",
+            "configmaps",
+            "kube-system",
+            "PUT",
+            "/api/v1/namespaces/kube-system/configmaps/coredns",
+            {"params": DRY, "json": coredns},
+        ),
+        post(
+            "create a ConfigMap not named podsweeper-*",
+            "configmaps",
+            f"{ns}/configmaps",
+            _configmap(namespace, "app-config", labelled),
+        ),
+        post(
+            "create podsweeper-evidence-* without its label",
+            "configmaps",
+            f"{ns}/configmaps",
+            _configmap(namespace, "podsweeper-evidence-x"),
+        ),
+        post(
+            "create podsweeper's own ConfigMap in kube-system",
+            "configmaps",
+            "/api/v1/namespaces/kube-system/configmaps",
+            _configmap("kube-system", "podsweeper-evidence-x", labelled),
+        ),
+        post(
+            "create podsweeper's own ConfigMap in its own namespace",
+            "configmaps",
+            "/api/v1/namespaces/podsweeper/configmaps",
+            _configmap("podsweeper", "podsweeper-evidence-x", labelled),
+        ),
+        Write(
+            "patch an MPIJob's image",
+            "patch",
+            "kubeflow.org",
+            "mpijobs",
+            namespace,
+            "PATCH",
+            mpi,
+            {
+                "params": DRY,
+                "data": json.dumps(
+                    [
+                        {
+                            "op": "replace",
+                            "path": "/spec/mpiReplicaSpecs/Launcher/template/spec/containers/0/image",
+                            "value": "evil:1",
+                        }
+                    ]
+                ),
+                "headers": JSON_PATCH,
+            },
+        ),
+        merge(
+            "suspend an MPIJob and raise its backoffLimit",
+            "kubeflow.org",
+            "mpijobs",
+            mpi,
+            {"spec": {"runPolicy": {"suspend": True, "backoffLimit": 100}}},
+        ),
+        merge(
+            "change a TrainJob's labels",
+            "trainer.kubeflow.org",
+            "trainjobs",
+            train,
+            {"metadata": {"labels": {"team": "b"}}},
+        ),
+        merge(
+            "give a TrainJob an owner (the garbage collector would delete it)",
+            "trainer.kubeflow.org",
+            "trainjobs",
+            train,
+            {
+                "metadata": {
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "v1",
+                            "kind": "ConfigMap",
+                            "name": "x",
+                            "uid": "00000000-0000-0000-0000-000000000000",
+                        }
+                    ]
+                }
+            },
+        ),
+        merge(
+            "resume a suspended TrainJob (suspend false)",
+            "trainer.kubeflow.org",
+            "trainjobs",
+            f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs/held",
+            {"spec": {"suspend": False}},
+        ),
+        delete("delete a plain batch Job", "batch", "jobs", f"{batch}/plain"),
+        delete(
+            "delete a batch Job named for a JobSet but without Trainer's mark",
+            "batch",
+            "jobs",
+            f"{batch}/named-only",
+        ),
+        delete("delete a JobSet no TrainJob made", "jobset.x-k8s.io", "jobsets", f"{jobsets}/plain"),
+        delete("delete a pod of no training job", "", "pods", f"{ns}/pods/app"),
+        delete(
+            "delete a kube-system pod",
+            "",
+            "pods",
+            "/api/v1/namespaces/kube-system/pods/coredns-probe",
+            "kube-system",
+        ),
+        post(
+            "record an Event about a Pod",
+            "events",
+            f"{ns}/events",
+            _event(namespace, "about-a-pod", "v1", "Pod"),
+        ),
+    ]
+    allowed = [
+        post(
+            "create podsweeper-evidence-<job> with its label",
+            "configmaps",
+            f"{ns}/configmaps",
+            _configmap(namespace, "podsweeper-evidence-other", labelled),
+        ),
+        post(
+            "create podsweeper-finished-<job> with its label",
+            "configmaps",
+            f"{ns}/configmaps",
+            _configmap(namespace, "podsweeper-finished-train", {facts.FINISH_MARK_LABEL: "train"}),
+        ),
+        Write(
+            "replace podsweeper-evidence-<job>",
+            "update",
+            "",
+            "configmaps",
+            namespace,
+            "PUT",
+            f"{ns}/configmaps/podsweeper-evidence-train",
+            {"params": DRY, "json": evidence},
+        ),
+        merge(
+            "suspend an MPIJob (spec.runPolicy.suspend, uid precondition)",
+            "kubeflow.org",
+            "mpijobs",
+            mpi,
+            {"metadata": {"uid": uids["mpi"]}, "spec": {"runPolicy": {"suspend": True}}},
+        ),
+        merge(
+            "suspend a TrainJob (spec.suspend, uid precondition)",
+            "trainer.kubeflow.org",
+            "trainjobs",
+            train,
+            {"metadata": {"uid": uids["train"]}, "spec": {"suspend": True}},
+        ),
+        delete("delete a JobSet's batch Job made for a TrainJob", "batch", "jobs", f"{batch}/train-node-0"),
+        delete("delete a JobSet a TrainJob controls", "jobset.x-k8s.io", "jobsets", f"{jobsets}/owned"),
+        delete("delete a JobSet with Trainer's mark", "jobset.x-k8s.io", "jobsets", f"{jobsets}/marked"),
+        delete("delete a training job's pod", "", "pods", f"{ns}/pods/worker"),
+        post(
+            "record an Event about a PyTorchJob",
+            "events",
+            f"{ns}/events",
+            _event(namespace, "about-a-job", "kubeflow.org/v1", "PyTorchJob"),
+        ),
+        post(
+            "record an Event about a Namespace",
+            "events",
+            f"{ns}/events",
+            _event(namespace, "about-a-ns", "v1", "Namespace"),
+        ),
+    ]
+    return refused, allowed
+
+
+def _denied_by_policy(answer: requests.Response) -> bool:
+    return answer.status_code == 403 and f"ValidatingAdmissionPolicy '{POLICY}'" in answer.json().get(
+        "message", ""
+    )
+
+
+def test_the_admission_policy_refuses_what_rbac_allows_but_podsweeper_never_does(control_plane, namespace):
+    admin, function = session(control_plane, "admin"), session(control_plane, "function")
+    url = control_plane.url
+    uids = _writes_world(admin, url, namespace)
+    refused, allowed = _cases(admin, url, namespace, uids)
+    probe = Prober(control_plane)
+    # The policy is there from the control plane's start; its informer may still be syncing.
+    first = refused[0]
+    deadline = time.monotonic() + POLICY_SYNC_SECONDS
+    while not _denied_by_policy(function.request(first.method, f"{url}{first.path}", timeout=10, **first.kw)):
+        assert time.monotonic() < deadline, f"{first.what}: never refused by {POLICY}"
+        time.sleep(0.2)
+    problems = []
+    for write in refused + allowed:
+        # RBAC lets each one through: only the policy can tell them apart.
+        if not probe.review(write.verb, write.group, write.resource, write.namespace):
+            problems.append(f"{write.what}: RBAC refuses it already, the case tests nothing")
+            continue
+        answer = function.request(write.method, f"{url}{write.path}", timeout=10, **write.kw)
+        if write in refused and not _denied_by_policy(answer):
+            problems.append(
+                f"{write.what}: not refused by {POLICY} ({answer.status_code} {answer.text[:300]})"
+            )
+        if write in allowed and not 200 <= answer.status_code < 300:
+            problems.append(f"{write.what}: refused ({answer.status_code} {answer.text[:300]})")
+        # The same request as admin: the policy binds to the function's user only.
+        if write in refused:
+            as_admin = admin.request(write.method, f"{url}{write.path}", timeout=10, **write.kw)
+            if not 200 <= as_admin.status_code < 300:
+                problems.append(
+                    f"{write.what}: refused for admin too ({as_admin.status_code} {as_admin.text[:200]})"
+                )
+    assert not problems, "\n".join(problems)
+    figures.add("security: writes the admission policy refuses the function", len(refused))
+    figures.add("security: writes the admission policy lets the function make", len(allowed))
+
+
+# -- Pod Security: the namespace enforces restricted, and the function's pod passes it ------------
+
+
+def _function_pods() -> dict[str, dict]:
+    """The function's pod, as each install's template makes it (Deployment; Knative Service,
+    whose user container Knative runs unchanged next to its own restricted queue-proxy)."""
+    import yaml
+
+    deployment = yaml.safe_load((ROOT / "knative" / "deployment" / "deployment.yaml").read_text())
+    service = yaml.safe_load((ROOT / "knative" / "service" / "service.yaml").read_text())
+    pods = {}
+    for name, template in (
+        ("deployment", deployment["spec"]["template"]),
+        ("knative", service["spec"]["template"]),
+    ):
+        spec = {
+            k: v for k, v in template["spec"].items() if k not in ("containerConcurrency", "timeoutSeconds")
+        }
+        for container in spec["containers"]:
+            for probe in ("readinessProbe", "livenessProbe"):
+                container[probe]["httpGet"].setdefault("port", 8080)  # Knative fills it in
+        pods[name] = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"podsweeper-{name}", "labels": template["metadata"]["labels"]},
+            "spec": spec,
+        }
+    return pods
+
+
+def test_the_podsweeper_namespace_enforces_restricted_and_the_function_pod_passes_it(control_plane):
+    admin = session(control_plane, "admin")
+    url = control_plane.url
+    labels = admin.get(f"{url}/api/v1/namespaces/podsweeper").json()["metadata"].get("labels") or {}
+    assert labels.get("pod-security.kubernetes.io/enforce") == "restricted", labels
+    path = f"{url}/api/v1/namespaces/podsweeper/pods"
+    for name, template_pod in _function_pods().items():
+        answer = admin.post(path, params=DRY, json=template_pod)
+        assert answer.status_code == 201, f"{name}: {answer.status_code} {answer.text[:500]}"
+        # The control: the same pod less one restricted setting is refused by Pod Security.
+        weaker = json.loads(json.dumps(template_pod))
+        weaker["spec"]["containers"][0]["securityContext"].pop("seccompProfile")
+        answer = admin.post(path, params=DRY, json=weaker)
+        assert answer.status_code == 403 and "violates PodSecurity" in answer.text, (name, answer.text[:300])

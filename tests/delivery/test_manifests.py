@@ -230,12 +230,24 @@ def test_base_renders_everything_into_namespace_podsweeper(rendered):
             ("Service", "podsweeper"),
             ("ApiServerSource", "podsweeper"),
             ("PingSource", "podsweeper-sweep"),
+            ("ValidatingAdmissionPolicy", "podsweeper-function-writes"),
+            ("ValidatingAdmissionPolicyBinding", "podsweeper-function-writes"),
+            ("NetworkPolicy", "podsweeper"),
+            ("NetworkPolicy", "podsweeper-knative-serving"),
         ]
     )
-    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+    cluster_scoped = {
+        "Namespace",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
     for o in objects:
         if o["kind"] not in cluster_scoped:
             assert o["metadata"].get("namespace") == "podsweeper", o["metadata"]
+        else:
+            assert "namespace" not in o["metadata"], o["metadata"]
 
 
 def test_apiserversource_watches_the_training_jobs_their_links_and_their_pods(rendered):
@@ -272,6 +284,121 @@ def test_apiserversource_watches_the_training_jobs_their_links_and_their_pods(re
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": sa_name, "namespace": src["metadata"]["namespace"]}
     ]
+
+
+# --- who may speak to the function: the NetworkPolicies ------------------------------------
+# No network plugin runs in any test world here, so nothing enforces a NetworkPolicy: what is
+# tested is that each policy selects the function's pods and admits exactly the pods Knative
+# Eventing generates, by the labels its own source code (the module the e2e tests run, read from
+# the Go module cache) puts on them, and that the API server accepts the policies (the dry-run
+# test below).
+
+
+def eventing_generated_labels(source_name: str) -> tuple[dict[str, str], dict[str, str], str]:
+    """(the receive adapter's pod labels, mtping's pod labels, mtping's namespace), from
+    knative.dev/eventing's source: the ApiServerSource reconciler's Labels(name) and the
+    pingsource-mt-adapter Deployment of its config/core."""
+    from tests.support.controlplane.manifests import go_module_dir
+    from tests.support.controlplane.versions import ADAPTER_EVENTING_VERSION
+
+    module = go_module_dir("knative.dev/eventing", ADAPTER_EVENTING_VERSION)
+    go = (module / "pkg/reconciler/apiserversource/resources/labels.go").read_text()
+    constants = dict(re.findall(r'^\s*(\w+)\s*=\s*"([^"]*)"', go, re.M))
+    body = go[go.index("func Labels(name string)") :]
+    body = body[: body.index("\n}\n")]
+    adapter = {}
+    for key, value in re.findall(r'"([^"]+)":\s*([\w"./-]+)', body):
+        adapter[key] = source_name if value == "name" else constants.get(value, value.strip('"'))
+    (mtping,) = [
+        d
+        for d in yaml.safe_load_all(
+            (module / "config/core/deployments/pingsource-mt-adapter.yaml").read_text()
+        )
+        if d and d.get("kind") == "Deployment"
+    ]
+    return adapter, mtping["spec"]["template"]["metadata"]["labels"], mtping["metadata"]["namespace"]
+
+
+def selects(selector: dict, labels: dict[str, str]) -> bool:
+    assert set(selector) == {"matchLabels"}, selector  # the only form our policies use
+    return all(labels.get(k) == v for k, v in selector["matchLabels"].items())
+
+
+def admits(
+    policy: dict, namespace: str, namespace_labels: dict[str, str], pod_labels: dict[str, str]
+) -> bool:
+    """Whether one of the policy's ingress peers admits a pod (NetworkPolicy's peer semantics:
+    a podSelector alone is the policy's namespace; namespaceSelector and podSelector together
+    must both match)."""
+    for rule in policy["spec"]["ingress"]:
+        for peer in rule["from"]:
+            in_namespace = (
+                selects(peer["namespaceSelector"], namespace_labels)
+                if "namespaceSelector" in peer
+                else namespace == policy["metadata"]["namespace"]
+            )
+            if in_namespace and ("podSelector" not in peer or selects(peer["podSelector"], pod_labels)):
+                return True
+    return False
+
+
+def ns_labels(name: str) -> dict[str, str]:
+    return {"kubernetes.io/metadata.name": name}  # what the API server sets on every Namespace
+
+
+def test_the_networkpolicy_admits_only_the_sources_and_the_scraper_in_both_installs(rendered):
+    source = one(rendered["knative"], "ApiServerSource")
+    adapter, mtping, eventing_ns = eventing_generated_labels(source["metadata"]["name"])
+    assert adapter == {
+        "eventing.knative.dev/source": "apiserver-source-controller",
+        "eventing.knative.dev/sourceName": "podsweeper",
+    }
+    for install in ("knative", "knative/overlays/without-serving"):
+        (policy,) = [
+            p for p in by_kind(rendered[install], "NetworkPolicy") if p["metadata"]["name"] == "podsweeper"
+        ]
+        assert policy["spec"]["policyTypes"] == ["Ingress"]
+        # It selects the function's pods: the Deployment's and the Knative Service's template labels.
+        if install == "knative":
+            pod_labels = one(rendered[install], "Service", "serving.knative.dev")["spec"]["template"][
+                "metadata"
+            ]["labels"]
+        else:
+            pod_labels = one(rendered[install], "Deployment")["spec"]["template"]["metadata"]["labels"]
+        assert selects(policy["spec"]["podSelector"], pod_labels), install
+        # The adapter runs in the source's namespace; Eventing adds sidecar.istio.io/inject too.
+        ns = source["metadata"]["namespace"]
+        assert admits(policy, ns, ns_labels(ns), {**adapter, "sidecar.istio.io/inject": "true"}), install
+        assert admits(policy, eventing_ns, ns_labels(eventing_ns), mtping), install
+        assert admits(policy, "monitoring", ns_labels("monitoring"), {"app.kubernetes.io/name": "prometheus"})
+        # The controls: another source's adapter, mtping's labels outside knative-eventing, the
+        # function's own pods, any pod of a user namespace, an adapter look-alike elsewhere.
+        other = {**adapter, "eventing.knative.dev/sourceName": "another"}
+        assert not admits(policy, ns, ns_labels(ns), other)
+        assert not admits(policy, "team-a", ns_labels("team-a"), mtping)
+        assert not admits(policy, ns, ns_labels(ns), pod_labels)
+        assert not admits(policy, "team-a", ns_labels("team-a"), {"app": "anything"})
+        assert not admits(policy, "team-a", ns_labels("team-a"), adapter)
+        (rule,) = policy["spec"]["ingress"]
+        assert rule["ports"] == [{"protocol": "TCP", "port": 8080}]
+    without = {
+        p["metadata"]["name"] for p in by_kind(rendered["knative/overlays/without-serving"], "NetworkPolicy")
+    }
+    assert without == {"podsweeper"}, "without Knative Serving nothing comes through knative-serving"
+    (serving,) = [
+        p for p in by_kind(rendered["knative"], "NetworkPolicy") if p["metadata"]["name"] != "podsweeper"
+    ]
+    assert admits(serving, "knative-serving", ns_labels("knative-serving"), {"app": "activator"})
+    assert not admits(serving, "team-a", ns_labels("team-a"), {"app": "activator"})
+    template = one(rendered["knative"], "Service", "serving.knative.dev")["spec"]["template"]
+    # The activator stays in the path, so the ingress gateway never sends to the pods.
+    assert template["metadata"]["annotations"]["autoscaling.knative.dev/target-burst-capacity"] == "-1"
+
+
+def test_the_namespace_enforces_pod_security_restricted(rendered):
+    for install in ("knative", "knative/overlays/without-serving"):
+        labels = one(rendered[install], "Namespace")["metadata"]["labels"]
+        assert labels["pod-security.kubernetes.io/enforce"] == "restricted", install
 
 
 def test_pingsource_is_the_five_minute_backstop(rendered):

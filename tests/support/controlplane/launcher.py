@@ -335,6 +335,7 @@ class ControlPlane:
                 manifests.install_crds(api, manifests.all_crds(self.mpi_operator), timeout=90)
             if self.install_rbac:
                 manifests.apply_manifest(api, manifests.FUNCTION_RBAC)
+                manifests.apply_manifest(api, manifests.FUNCTION_ADMISSION)
         finally:
             api.close()
 

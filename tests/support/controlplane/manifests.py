@@ -42,6 +42,9 @@ from tests.support.controlplane.versions import (
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 FUNCTION_RBAC = REPO_ROOT / "knative" / "function" / "rbac.yaml"
+# What RBAC cannot narrow (which ConfigMaps, which fields of a job, which Jobs and pods): applied
+# with the RBAC, so every test of the function runs under it as a cluster would.
+FUNCTION_ADMISSION = REPO_ROOT / "knative" / "function" / "admission-policy.yaml"
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -164,6 +167,7 @@ def install_crds(api: client.ApiClient, crds: list[dict], timeout: float = 30.0)
 def _creator(api: client.ApiClient, kind: str):
     """The typed create call for the kinds our RBAC manifests use."""
     core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    admission = client.AdmissionregistrationV1Api(api)
     table = {
         "Namespace": lambda o: core.create_namespace(o, _preload_content=False),
         "ServiceAccount": lambda o: core.create_namespaced_service_account(
@@ -171,6 +175,12 @@ def _creator(api: client.ApiClient, kind: str):
         ),
         "ClusterRole": lambda o: rbac.create_cluster_role(o, _preload_content=False),
         "ClusterRoleBinding": lambda o: rbac.create_cluster_role_binding(o, _preload_content=False),
+        "ValidatingAdmissionPolicy": lambda o: admission.create_validating_admission_policy(
+            o, _preload_content=False
+        ),
+        "ValidatingAdmissionPolicyBinding": lambda o: admission.create_validating_admission_policy_binding(
+            o, _preload_content=False
+        ),
         "Role": lambda o: rbac.create_namespaced_role(o["metadata"]["namespace"], o, _preload_content=False),
         "RoleBinding": lambda o: rbac.create_namespaced_role_binding(
             o["metadata"]["namespace"], o, _preload_content=False
