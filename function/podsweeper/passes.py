@@ -165,7 +165,7 @@ class JobPassRunner:
             else None
         )
         if job is not None and not job.suspended and jobset is not None:
-            mark = cluster.read_finish_mark(job.ref)
+            mark = cluster.read_finish_mark(job.ref, job.created)
             seen = finish_seen(job, jobset, claimed if mark is None else None)
             if seen is not None and (mark is None or (mark.condition, mark.at) != (seen.condition, seen.at)):
                 mark = seen  # remembered: Trainer may erase the finish (a Failed TrainJob restarted)

@@ -282,7 +282,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "known-bug-3-real-finish-mark-by-name",
         "cluster/kube/records.py",
-        '        if not data.get("condition") or not any(o.get("uid") == job.uid for o in owners):',
+        '        if not data.get("condition") or whose(body, job, FINISH_MARK_LABEL) is not Whose.THIS_JOB:',
         '        if not data.get("condition"):',
         "KNOWN BUG 3 in the real client: the finish mark of an earlier TrainJob of the name counts",
         (REAL_API,),
@@ -591,6 +591,60 @@ MUTANTS: tuple[Mutant, ...] = (
         "_after(jobset, mark.at)",
         "finished-trainjob-restarted: a JobSet made in the second of a finish the TrainJob still shows "
         "counts as a restart when podsweeper's record of the finish names no JobSet (the oracle disagreed)",
+        (UNIT,),
+    ),
+    # Trust against a liar (issue 38): each brings back one trust in an event's payload.
+    Mutant(
+        "liar-erased-failed-believed",
+        "passes.py",
+        "    if jobset.created is None or not made_again(job, jobset):\n        return None\n"
+        "    since = (jobset.created - claimed).total_seconds()\n    if 0 <= since <= ERASED_WITHIN_SECONDS:",
+        "    if jobset.created is None:\n        return None\n"
+        "    since = (jobset.created - claimed).total_seconds()\n    if True:",
+        "trust: an event claiming Failed makes the pass believe Trainer erased it, on a running job's "
+        "first JobSet, and write a finish record (issue 38, finding 1)",
+        (UNIT,),
+    ),
+    Mutant(
+        "liar-restart-record-believed",
+        "rules/finished_trainjob_restarted.py",
+        "        restarted = restarted and made_again(job, jobset)\n",
+        "",
+        "trust: a planted finish record alone makes a running TrainJob's first JobSet a restart, "
+        "and the job is suspended",
+        (UNIT,),
+    ),
+    Mutant(
+        "liar-evidence-from-the-payload",
+        "routing.py",
+        "        failures = failures_of(fresh, fresh.gpus(gpus), Source.TERMINATED)",
+        "        failures = failures_of(pod, pod.gpus(gpus), Source.TERMINATED)",
+        "trust: the failed runs kept (and their logs read) are the payload's, not the pod's read now",
+        (UNIT,),
+    ),
+    Mutant(
+        "liar-evidence-pod-uid-unchecked",
+        "routing.py",
+        "        if fresh is None or fresh.uid != pod.uid:",
+        "        if fresh is None:",
+        "trust: a pod event with another pod's uid has the pod of that name's log kept",
+        (UNIT,),
+    ),
+    Mutant(
+        "liar-evidence-job-unproven",
+        "routing.py",
+        "        job = proven_job(fresh, cluster)",
+        "        job = fresh.job",
+        "trust: a pod's job is taken from its ownerReference without reading the job's uid now "
+        "(issue 38, finding 2)",
+        (UNIT,),
+    ),
+    Mutant(
+        "liar-evidence-from-a-delete",
+        "routing.py",
+        "        if verb is Verb.DELETE or pod.job is None or pod.foreign_controller:",
+        "        if pod.job is None or pod.foreign_controller:",
+        "trust: a delete event's payload (a pod that can be read no more) is kept as evidence",
         (UNIT,),
     ),
 )
