@@ -42,10 +42,11 @@ REPEATS = 2
 
 
 def settings() -> Settings:
-    """Contract defaults, whatever PODSWEEPER_* the caller's shell has set."""
+    """Contract defaults, live (as overlays/live runs it), whatever PODSWEEPER_* the caller's
+    shell has set."""
     for key in [k for k in os.environ if k.startswith("PODSWEEPER_")]:
         del os.environ[key]
-    return Settings()
+    return Settings(dry_run=False)
 
 
 def quiet_logging() -> None:

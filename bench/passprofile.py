@@ -83,7 +83,9 @@ def _service(cp, namespace: str, concurrency: int):
 
     for key in [k for k in os.environ if k.startswith("PODSWEEPER_")]:
         del os.environ[key]
-    settings = Settings(namespaces=namespace, delete_concurrency=concurrency, event_timeout_seconds=120)
+    settings = Settings(
+        dry_run=False, namespaces=namespace, delete_concurrency=concurrency, event_timeout_seconds=120
+    )
     return Service(settings, connect(settings, str(cp.function_kubeconfig)))
 
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shlex
 import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from podsweeper.config import load_settings
+from podsweeper.config import ENV_PREFIX, load_settings
 from podsweeper.errors import ApiUnavailable, ConfigError
 
 
@@ -22,7 +24,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    replay = sub.add_parser("replay", help="replay recorded CloudEvents: what would podsweeper do, and why")
+    replay = sub.add_parser(
+        "replay",
+        help="replay recorded CloudEvents: what would podsweeper do, and why",
+        description="Replay recorded CloudEvents against a simulated cluster built from them: "
+        "nothing real is read or changed, so the replay shows what a live function would do "
+        "(PODSWEEPER_DRY_RUN=true in the environment shows what a dry-run one would).",
+    )
     replay.add_argument("files", nargs="+", metavar="FILE.jsonl")
     replay.add_argument("--json", action="store_true", help="one JSON object per decision per line")
     replay.add_argument(
@@ -37,9 +45,21 @@ def _parser() -> argparse.ArgumentParser:
         "(the text or JSON output still prints)",
     )
 
-    sweep = sub.add_parser("sweep", help="one backstop sweep of a real cluster")
+    sweep = sub.add_parser(
+        "sweep",
+        help="one backstop sweep of a real cluster (a dry run unless --live)",
+        description="One backstop sweep of a real cluster with your credentials. A dry run "
+        "unless --live: it decides and reports, deletes and suspends nothing, and ends with "
+        "what a live sweep would do and the command that does it.",
+    )
     sweep.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG or ~/.kube/config)")
-    sweep.add_argument("--dry-run", action="store_true", help="decide and report, delete nothing")
+    mode = sweep.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--live",
+        action="store_true",
+        help="delete and suspend (PODSWEEPER_DRY_RUN is not read here: only this flag acts)",
+    )
+    mode.add_argument("--dry-run", action="store_true", help="the default; accepted for scripts")
     sweep.add_argument(
         "-n",
         "--namespace",
@@ -66,7 +86,10 @@ def _replay(args: argparse.Namespace) -> int:
     from podsweeper.replay import MalformedLine, replay
     from podsweeper.timeline import print_header, print_step_human, print_step_json, print_summary
 
-    settings = load_settings()
+    # A replay touches nothing real: it shows what a live function would do, unless the
+    # environment says PODSWEEPER_DRY_RUN itself.
+    said = any(name.upper() == f"{ENV_PREFIX}DRY_RUN" for name in os.environ)
+    settings = load_settings() if said else load_settings(dry_run=False)
     printer = print_step_json if args.json else print_step_human
     if not args.json:
         print_header(args.files, sys.stdout)
@@ -106,13 +129,14 @@ def _sweep(args: argparse.Namespace) -> int:
     from podsweeper.triggers import PING_TYPE
 
     overrides: dict[str, Any] = {}
-    if args.dry_run:
-        overrides["dry_run"] = True
     if args.namespace:
         overrides["namespaces"] = ",".join(args.namespace)
-    settings = load_settings(**overrides)
+    # Only --live acts. Without it the sweep decides as a live one would (a namespace's
+    # policy read as the deployed function reads it) and holds every act back: neither
+    # PODSWEEPER_DRY_RUN=false nor a namespace's own `live` mode makes a look at a cluster delete.
+    settings = load_settings(**overrides, dry_run=False)
     setup_logging()
-    pipeline = Pipeline(connect(settings, args.kubeconfig), settings)
+    pipeline = Pipeline(connect(settings, args.kubeconfig), settings, hold=not args.live)
     attributes = {
         "id": f"cli-sweep-{int(time.time())}",
         "source": "podsweeper-cli",
@@ -121,12 +145,27 @@ def _sweep(args: argparse.Namespace) -> int:
     }
     print(
         f"sweeping {', '.join(sorted(settings.namespace_set)) or 'all namespaces'}"
-        f"{' (dry run)' if settings.dry_run else ''}...",
+        f"{'' if args.live else ' (dry run: --live acts)'}...",
         file=sys.stderr,
     )
     outcome = pipeline.handle(parse_event(attributes, None), datetime.now(UTC))
     print(json.dumps(outcome.summary), file=sys.stderr)
+    if not args.live:
+        from podsweeper.preview import preview
+
+        lines = preview(outcome.applied, _live_command(args), settings)
+        print("\n".join(lines), file=sys.stderr)
     return 0
+
+
+def _live_command(args: argparse.Namespace) -> str:
+    """The command that runs this sweep live, as a person can paste it."""
+    argv = ["podsweeper", "sweep"]
+    if args.kubeconfig:
+        argv += ["--kubeconfig", args.kubeconfig]
+    for namespace in args.namespace:
+        argv += ["-n", namespace]
+    return shlex.join([*argv, "--live"])
 
 
 def _evidence(args: argparse.Namespace) -> int:

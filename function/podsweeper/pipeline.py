@@ -79,10 +79,20 @@ class Pipeline:
     namespace_cache_seconds: float | None = None
     # Decisions out as CloudEvents (K_SINK); None: none are built.
     notifier: Notifier | None = None
+    # Act on nothing, whatever the settings or a namespace's mode say (`podsweeper sweep`
+    # without --live): decided as a live run would decide, held back where it would act.
+    hold: bool = False
     _executor: Executor | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        # What the acting side reads (podsweeper.actions.dry_run): the settings, or a dry run
+        # no namespace may lift.
+        self._acting = (
+            self.settings.model_copy(update={"dry_run": True, "namespace_live_allowed": False})
+            if self.hold
+            else self.settings
+        )
         self.policies = NamespacePolicies(self.settings, self.namespace_cache_seconds)
         self._keeper = EvidenceKeeper(self.settings, self._evidence_policy)
         self._router = Router(self.settings, self._keeper)
@@ -136,12 +146,12 @@ class Pipeline:
             reclaimed = decision.gpu_seconds(now) if item.result in RECLAIMED else 0.0
             if reclaimed:
                 metrics.RECLAIMED_GPU_SECONDS.labels(decision.namespace, decision.rule.value).inc(reclaimed)
-            log_decision(outcome.event_id, decision, item.result, dry_run(decision, self.settings), reclaimed)
+            log_decision(outcome.event_id, decision, item.result, dry_run(decision, self._acting), reclaimed)
             outcome.applied.append(item)
 
         acting = self._keeper.before_acting(cluster, decisions)
         try:
-            acted = carry_out(decisions, cluster, self.settings, now, report, budget, self._deleter())
+            acted = carry_out(decisions, cluster, self._acting, now, report, budget, self._deleter())
         except Exception:
             # What was deleted before the failure is kept if the API lets us; the failure goes on.
             self._keeper.after_acting(cluster, acting, outcome.applied[before:], best_effort=True)
@@ -155,7 +165,7 @@ class Pipeline:
         """Tell the owners what was done (or would be): queued, never waited for."""
         if self.notifier is None or not applied:
             return
-        dry = partial(dry_run, settings=self.settings)
+        dry = partial(dry_run, settings=self._acting)
         self.notifier.submit(notices(applied, dry, event_id, now, self.notifier.source))
 
     def _deleter(self) -> Executor | None:

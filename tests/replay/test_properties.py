@@ -1457,7 +1457,7 @@ def _replayed(stream: list[tuple[str, object, int]]) -> list[list[tuple[str, str
         with open(path, "w", encoding="utf-8") as out:
             for seq, (verb, spec, t) in enumerate(stream):
                 out.write(json.dumps(render(WorldEvent(verb, spec, _at(t), seq))) + "\n")
-        run = replay([path], Settings(), final_sweep=False)
+        run = replay([path], Settings(dry_run=False), final_sweep=False)  # as the CLI replays
     return [
         [
             (a.decision.rule.value, a.decision.action.value, a.decision.kind, a.decision.uid)
@@ -1471,7 +1471,7 @@ def _live(*specs) -> Pipeline:
     truth = ApiServer()
     for spec in specs:
         truth.observe("add", _parsed(WorldEvent("add", spec, _at(0), 0)))
-    return Pipeline(truth, Settings())
+    return Pipeline(truth, Settings(dry_run=False))
 
 
 def _decided(outcome) -> list[tuple[str, str, str, str]]:

@@ -74,7 +74,7 @@ def test_deletes_of_one_pass_run_concurrently_up_to_the_bound(concurrency):
     cluster = SlowDeletes()
     cluster.crowd = concurrency
     j = finished_job_with_workers(cluster, 24)
-    pipeline = Pipeline(cluster, Settings(delete_concurrency=concurrency))
+    pipeline = Pipeline(cluster, Settings(dry_run=False, delete_concurrency=concurrency))
     outcome = handle(pipeline, event("update", j, at(40)))
     assert [a.result for a in outcome.applied] == [Result.DELETED] * 24
     assert cluster.most_in_flight == concurrency  # never more, and the bound is used
@@ -87,7 +87,7 @@ def test_deletes_of_one_pass_run_concurrently_up_to_the_bound(concurrency):
 def test_the_replay_deletes_one_after_another():
     cluster = SlowDeletes()
     j = finished_job_with_workers(cluster, 6)
-    handle(Pipeline(cluster, Settings(), concurrent_deletes=False), event("update", j, at(40)))
+    handle(Pipeline(cluster, Settings(dry_run=False), concurrent_deletes=False), event("update", j, at(40)))
     assert cluster.most_in_flight == 1 and not cluster.pods
 
 
@@ -104,7 +104,7 @@ def test_an_api_failure_mid_pass_still_reports_the_deletes_made():
     cluster = FailsAfterThree()
     j = finished_job_with_workers(cluster, 8)
     reported = []
-    pipeline = Pipeline(cluster, Settings(delete_concurrency=4))
+    pipeline = Pipeline(cluster, Settings(dry_run=False, delete_concurrency=4))
     with pytest.raises(ApiUnavailable):
         pipeline.handle(parse_event(*split(event("update", j, at(40)))), at(600))
     reported = [e.record.message for e in cluster.events.values()]
@@ -178,7 +178,7 @@ def test_the_sweep_streams_pods_and_keeps_none_of_a_page_it_has_decided():
         cluster.observe("add", parse_job(j))
         for i in range(10):
             cluster.observe("add", parse_pod(pod(j, "Worker", i, phase="Running")))
-    outcome = handle(Pipeline(cluster, Settings()), ping(at(600)))
+    outcome = handle(Pipeline(cluster, Settings(dry_run=False)), ping(at(600)))
     assert outcome.applied == [] and "swept 0 job(s)" in outcome.note
     # At a page turn, only the page just decided is still alive (the sweep's loop variable):
     # 4 pages listed, never more than one held.
@@ -193,7 +193,7 @@ def test_a_stopped_sweep_resumes_after_the_last_job_it_passed():
         cluster.observe("add", parse_job(j))
         cluster.observe("add", parse_pod(pod(j, "Worker", 0, phase="Running")))
         names.append(f"done-{n}-worker-0")
-    pipeline = Pipeline(cluster, Settings(max_deletes_per_event=1))
+    pipeline = Pipeline(cluster, Settings(dry_run=False, max_deletes_per_event=1))
     order = []
     for tick in range(3):
         outcome = handle(pipeline, ping(at(600 + tick)))
@@ -209,7 +209,7 @@ def test_a_sweep_deletes_no_more_than_its_cap_even_within_one_big_job():
     pass of a job that declares more included; the rest is deferred to the next sweep."""
     cluster = SimulatedCluster()
     finished_job_with_workers(cluster, 5)
-    pipeline = Pipeline(cluster, Settings(max_deletes_per_event=2, delete_concurrency=1))
+    pipeline = Pipeline(cluster, Settings(dry_run=False, max_deletes_per_event=2, delete_concurrency=1))
     outcome = handle(pipeline, ping(at(600)))
     results = [a.result for a in outcome.applied]
     assert results.count(Result.DELETED) == 2 and results.count(Result.DEFERRED) == 3, results
@@ -296,7 +296,7 @@ def test_a_big_sweep_lists_in_rounds_within_its_share_of_the_time_bound():
     named pod goes within one round, nothing else is deleted, and each page is listed once."""
     cluster = SlowPages()
     named = big_cluster_with_leftovers(cluster)
-    pipeline = Pipeline(cluster, Settings())
+    pipeline = Pipeline(cluster, Settings(dry_run=False))
     ends, notes, deleted = [], [], set()
     for tick in range(10):
         deadline = time.monotonic() + 2.0  # LIST_SHARE of 2 s: ~25 of the 40 pages' 0.8 s
@@ -421,7 +421,7 @@ def test_an_unbounded_sweep_lists_everything_at_once():
     """The CLI sweep (no time bound) is one round, however long the listing takes."""
     cluster = SlowPages()
     named = big_cluster_with_leftovers(cluster)
-    outcome = handle(Pipeline(cluster, Settings()), ping(at(600)))
+    outcome = handle(Pipeline(cluster, Settings(dry_run=False)), ping(at(600)))
     assert outcome.sweep is SweepEnd.DONE and cluster.pages_listed == 40
     assert {a.decision.name for a in outcome.applied if a.result is Result.DELETED} == named
 
@@ -442,7 +442,7 @@ def test_a_failed_listing_goes_on_where_it_started():
 
     cluster = FailsOnce()
     named = big_cluster_with_leftovers(cluster)
-    pipeline = Pipeline(cluster, Settings())
+    pipeline = Pipeline(cluster, Settings(dry_run=False))
     with pytest.raises(ApiUnavailable):
         handle(pipeline, ping(at(600)))
     outcome = handle(pipeline, ping(at(601)))

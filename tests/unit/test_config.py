@@ -21,7 +21,7 @@ def test_defaults(monkeypatch):
         s.crashloop_action,
         s.max_deletes_per_event,
         s.event_timeout_seconds,
-    ) == (False, True, 30, 30, 5, "warn", 100, 10.0)
+    ) == (True, True, 30, 30, 5, "warn", 100, 10.0)  # dry-run unless told: nothing live by surprise
     assert s.excluded_namespace_set == {"kube-system"} and s.namespace_set == frozenset()
 
 

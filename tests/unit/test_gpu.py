@@ -92,7 +92,9 @@ def test_reclaimed_gpu_seconds_count_from_the_job_finishing_to_the_delete():
     j, cluster = seed_cluster("gpu-live")
     labels = {"namespace": "gpu-live", "rule": "finished-job-active-pod"}
     before = sample("podsweeper_reclaimed_gpu_seconds_total", **labels)
-    outcome = Pipeline(cluster, Settings()).handle(parse_event(*split(event("update", j, at(40)))), at(130))
+    outcome = Pipeline(cluster, Settings(dry_run=False)).handle(
+        parse_event(*split(event("update", j, at(40)))), at(130)
+    )
     assert len(outcome.applied) == 3
     # 3 workers x 1 GPU x (130 s - finished at 30 s)
     assert sample("podsweeper_reclaimed_gpu_seconds_total", **labels) - before == pytest.approx(300)
@@ -109,7 +111,7 @@ def test_dry_run_reclaims_nothing_and_the_sweep_shows_the_leftover_gpus():
     assert sample("podsweeper_leftover_gpus", **labels) == 3
     assert sample("podsweeper_reclaimed_gpu_seconds_total", **labels) == before
     # The same sweep, live: the pods go, and so does the leftover.
-    Pipeline(cluster, Settings()).handle(parse_event(*split(ping(at(601)))), at(601))
+    Pipeline(cluster, Settings(dry_run=False)).handle(parse_event(*split(ping(at(601)))), at(601))
     assert sample("podsweeper_leftover_gpus", **labels) == 0
     assert sample("podsweeper_reclaimed_gpu_seconds_total", **labels) - before == pytest.approx(3 * 571)
 
@@ -126,7 +128,9 @@ def test_the_decision_line_carries_the_gpus_and_gpu_seconds():
     decision_log.setLevel(logging.INFO)
     try:
         j, cluster = seed_cluster("gpu-log")
-        Pipeline(cluster, Settings()).handle(parse_event(*split(event("update", j, at(40)))), at(90))
+        Pipeline(cluster, Settings(dry_run=False)).handle(
+            parse_event(*split(event("update", j, at(40)))), at(90)
+        )
     finally:
         decision_log.removeHandler(handler)
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
@@ -168,6 +172,6 @@ def test_the_leftover_gauge_counts_trainer_v2_lineages():
     Pipeline(cluster, Settings(dry_run=True)).handle(parse_event(*split(ping(at(600)))), at(600))
     assert sample("podsweeper_leftover_gpus", **labels) == 2
     # Live, the TrainJob is suspended (Trainer then removes the pods): nothing is left over.
-    Pipeline(cluster, Settings()).handle(parse_event(*split(ping(at(601)))), at(601))
+    Pipeline(cluster, Settings(dry_run=False)).handle(parse_event(*split(ping(at(601)))), at(601))
     assert cluster.jobs[("TrainJob", "gpu-v2", "tj")].suspended
     assert sample("podsweeper_leftover_gpus", **labels) == 0

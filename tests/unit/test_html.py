@@ -65,7 +65,7 @@ def assert_fetches_nothing(text: str) -> None:
 
 
 def test_seed_experiment_2_page_names_every_pod_and_every_rule():
-    run = replay([SEED_2], Settings())
+    run = replay([SEED_2], Settings(dry_run=False))
     text = page(run)
     visible = " ".join(parsed(text).text)
     pods = fixture_pods(SEED_2)
@@ -81,7 +81,7 @@ def test_seed_experiment_2_page_names_every_pod_and_every_rule():
 
 
 def test_model_of_seed_experiment_2():
-    model = build(replay([SEED_2], Settings()))
+    model = build(replay([SEED_2], Settings(dry_run=False)))
     (pytest_job,) = model.jobs
     assert [s.label for s in pytest_job.job_row.spans] == ["created", "running", "finished: Succeeded"]
     rows = {row.label: row for row in pytest_job.pod_rows}
@@ -102,7 +102,7 @@ def test_model_of_seed_experiment_2():
 def test_every_fixture_renders_without_fetches():
     paths = sorted(str(p) for p in FIXTURES.glob("*.jsonl"))
     for path in [*paths, *sorted(str(p) for p in (FIXTURES / "recorded").glob("*.jsonl"))]:
-        text = page(replay([path], Settings()))
+        text = page(replay([path], Settings(dry_run=False)))
         assert_fetches_nothing(text)
         for name in fixture_pods(path):
             assert name in text, (path, name)
@@ -123,7 +123,7 @@ def hostile_stream(tmp_path: Path) -> Path:
 
 
 def test_hostile_names_are_escaped(tmp_path):
-    run = replay([str(hostile_stream(tmp_path))], Settings())
+    run = replay([str(hostile_stream(tmp_path))], Settings(dry_run=False))
     deleted = [a.decision for s in run.steps for a in s.outcome.applied if a.result == "deleted"]
     assert [d.name for d in deleted] == [f"{HOSTILE}-worker-0"]  # the stream does reach a delete
     text = page(run)
@@ -141,7 +141,7 @@ def test_cli_writes_the_page_and_still_prints(tmp_path, capsys):
     printed = capsys.readouterr()
     assert "3 x delete (finished-job-active-pod)" in printed.out
     assert f"wrote {out}" in printed.err
-    assert out.read_text(encoding="utf-8") == page(replay([SEED_2], Settings()))
+    assert out.read_text(encoding="utf-8") == page(replay([SEED_2], Settings(dry_run=False)))
 
 
 def test_cli_html_with_json_keeps_stdout_json(tmp_path, capsys):
@@ -176,7 +176,7 @@ def test_job_states_suspended_by_podsweeper_then_watched_suspended_and_deleted(t
     ]
     path = tmp_path / "suspend.jsonl"
     path.write_text("".join(json.dumps(e) + "\n" for e in events))
-    run = replay([str(path)], Settings(crashloop_action="suspend"))
+    run = replay([str(path)], Settings(dry_run=False, crashloop_action="suspend"))
     (view,) = build(run).jobs
     # podsweeper suspends it at 60s (the watch confirms at 90s: same state), then it is deleted
     assert [(s.label, s.start) for s in view.job_row.spans] == [
@@ -233,7 +233,7 @@ def trainer_run(name: str, tmp_path: Path | None = None, edit=None):
         edited = tmp_path / path.name
         edited.write_text("".join(json.dumps(edit(i, e)) + "\n" for i, e in enumerate(lines, start=1)))
         path = edited
-    return replay([str(path)], Settings())
+    return replay([str(path)], Settings(dry_run=False))
 
 
 def decision_marks(row) -> list[str]:
@@ -294,7 +294,7 @@ def test_trainjob_has_no_clean_pod_policy_label():
         assert "cleanPodPolicy" not in view.subtitle, (name, view.subtitle)  # old: "cleanPodPolicy None"
         assert "cleanPodPolicy" not in page(run), name
         assert view.subtitle.endswith("pods through JobSet → Job"), view.subtitle
-    (v1,) = build(replay([SEED_2], Settings())).jobs
+    (v1,) = build(replay([SEED_2], Settings(dry_run=False))).jobs
     assert v1.subtitle.endswith("cleanPodPolicy None")
 
 
@@ -327,7 +327,7 @@ def test_suspended_v1_job_note_says_its_operator_deletes_the_pods(tmp_path):
     path.write_text(
         "".join(json.dumps(e) + "\n" for e in [event("add", j, at(0)), event("update", suspended, at(30))])
     )
-    (view,) = build(replay([str(path)], Settings())).jobs
+    (view,) = build(replay([str(path)], Settings(dry_run=False))).jobs
     (span,) = [s for s in view.job_row.spans if s.label == "suspended"]
     assert span.note == "spec.runPolicy.suspend is true: the operator deletes its pods"
 
@@ -361,7 +361,7 @@ def test_mpijob_launcher_job_has_its_row_and_a_plain_batch_job_none(tmp_path):
     ]
     path = tmp_path / "mpi.jsonl"
     path.write_text("".join(json.dumps(e) + "\n" for e in events))
-    (view,) = build(replay([str(path)], Settings())).jobs
+    (view,) = build(replay([str(path)], Settings(dry_run=False))).jobs
     assert [(r.kind, r.label, r.depth) for r in view.rows] == [
         ("MPIJob", "MPIJob", 0),
         ("Job", "Job pi-launcher", 1),

@@ -32,7 +32,9 @@ def world(mj, jobs=(), pods=()) -> SimulatedCluster:
 
 
 def handle(cluster, raw_event, now=None, **kw):
-    return Pipeline(cluster, Settings(**kw)).handle(parse_event(*split(raw_event)), now or at(600))
+    return Pipeline(cluster, Settings(**{"dry_run": False, **kw})).handle(
+        parse_event(*split(raw_event)), now or at(600)
+    )
 
 
 def deleted(outcome) -> dict[str, Rule]:

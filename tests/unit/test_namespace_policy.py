@@ -105,13 +105,15 @@ def test_a_bad_value_is_a_problem_and_the_global_setting_is_used(key, value):
 
 def test_an_unknown_podsweeper_annotation_is_reported_and_others_are_not():
     policy = resolve(
-        Settings(), "a", {"podsweeper.dev/mdoe": "off", "podsweeper.dev/skip": "true", "team": "x"}
+        Settings(dry_run=False),
+        "a",
+        {"podsweeper.dev/mdoe": "off", "podsweeper.dev/skip": "true", "team": "x"},
     )
     assert policy.mode is Mode.LIVE and len(policy.problems) == 1 and "mdoe" in policy.problems[0]
 
 
 def test_namespace_policy_off_ignores_every_annotation():
-    policy = resolve(Settings(namespace_policy=False), "a", {MODE: "off", ORPHAN: "bad"})
+    policy = resolve(Settings(dry_run=False, namespace_policy=False), "a", {MODE: "off", ORPHAN: "bad"})
     assert policy.mode is Mode.LIVE and not policy.problems and not policy.from_namespace
 
 
@@ -193,7 +195,7 @@ class Counting(SimulatedCluster):
 def test_policies_are_read_once_per_bound_and_a_bad_value_warns_once():
     cluster = Counting(namespaces={"a": Namespace("a", "uid-a", {MODE: "bogus"})})
     clock = [0.0]
-    policies = NamespacePolicies(Settings(namespace_cache_seconds=30), clock=lambda: clock[0])
+    policies = NamespacePolicies(Settings(dry_run=False, namespace_cache_seconds=30), clock=lambda: clock[0])
     for _ in range(3):
         assert policies.for_namespace(cluster, "a", at(0)).policy.mode is Mode.LIVE
     assert cluster.reads == 1
@@ -211,7 +213,7 @@ def test_policies_are_read_once_per_bound_and_a_bad_value_warns_once():
 
 def test_namespace_policy_off_reads_no_namespace():
     cluster = Counting(namespaces={"a": Namespace("a", "uid-a", {MODE: "off"})})
-    policies = NamespacePolicies(Settings(namespace_policy=False))
+    policies = NamespacePolicies(Settings(dry_run=False, namespace_policy=False))
     assert policies.for_namespace(cluster, "a", at(0)).policy.mode is Mode.LIVE and cluster.reads == 0
 
 
@@ -229,7 +231,7 @@ def finished_job_cluster(annotations: dict[str, str]) -> tuple[SimulatedCluster,
 
 
 def handle(cluster, raw, **kw):
-    return Pipeline(cluster, Settings(**kw)).handle(parse_event(*split(raw)), at(600))
+    return Pipeline(cluster, Settings(**{"dry_run": False, **kw})).handle(parse_event(*split(raw)), at(600))
 
 
 def test_live_namespace_under_a_global_dry_run_deletes_when_allowed():
@@ -282,7 +284,7 @@ def test_a_shorter_orphan_grace_from_the_namespace_applies_in_the_sweep():
     cluster = SimulatedCluster(namespaces={"default": Namespace("default", "u", {ORPHAN: "5"})})
     cluster.observe("add", parse_pod(pod(j, "Worker", 0, phase="Running")))
     cluster.gone_jobs.add(parse_job(j).ref.key)
-    young = Settings(orphan_grace_seconds=10_000, namespace_min_grace_seconds=0)
+    young = Settings(dry_run=False, orphan_grace_seconds=10_000, namespace_min_grace_seconds=0)
     outcome = Pipeline(cluster, young).handle(parse_event(*split(ping(at(600)))), at(600))
     assert [(a.decision.rule, a.result) for a in outcome.applied] == [(Rule.ORPHAN, Result.DELETED)]
 
@@ -298,9 +300,9 @@ def test_the_replay_reads_a_namespace_policy_from_namespace_objects_in_its_strea
     ]
     path = tmp_path / "stream.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    run = replay([str(path)], Settings())
+    run = replay([str(path)], Settings(dry_run=False))
     assert not any(step.outcome.applied for step in run.steps) and run.cluster.pods
-    assert replay([str(path)], Settings(namespace_policy=False)).cluster.pods == {}
+    assert replay([str(path)], Settings(dry_run=False, namespace_policy=False)).cluster.pods == {}
 
 
 def test_a_global_dry_run_holds_whatever_a_decisions_policy_says_without_the_allowance():
@@ -317,10 +319,10 @@ def test_a_global_dry_run_holds_whatever_a_decisions_policy_says_without_the_all
     kind = lookup("kubeflow.org/v1", "PyTorchJob")
     assert kind is not None
     decision = Decision(Rule.ORPHAN, Action.DELETE, Target.POD, "a", "p", "u", "r", JobRef(kind, "a", "j"))
-    live = stamp(global_policy(Settings(), "a"), from_namespace=frozenset({Knob.MODE}))
+    live = stamp(global_policy(Settings(dry_run=False), "a"), from_namespace=frozenset({Knob.MODE}))
     assert dry_run(stamp(decision, policy=live), Settings(dry_run=True))
     assert not dry_run(stamp(decision, policy=live), Settings(dry_run=True, namespace_live_allowed=True))
-    assert dry_run(decision, Settings(dry_run=True)) and not dry_run(decision, Settings())
+    assert dry_run(decision, Settings(dry_run=True)) and not dry_run(decision, Settings(dry_run=False))
 
 
 def test_no_evidence_is_kept_where_podsweeper_is_off():

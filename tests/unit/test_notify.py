@@ -59,7 +59,7 @@ def run(sink: CloudEventSink, cluster, raw, settings: Settings, expect: int):
 def test_a_cleanup_is_told_as_pods_cleaned_with_its_evidence_and_owner_labels():
     cluster, j = world()
     with CloudEventSink() as sink:
-        outcome, received = run(sink, cluster, event("update", j, at(40)), Settings(), 1)
+        outcome, received = run(sink, cluster, event("update", j, at(40)), Settings(dry_run=False), 1)
     assert not cluster.pods and len(outcome.applied) == 2
     (only,) = received
     assert_valid(received)
@@ -104,7 +104,7 @@ def test_warn_and_suspend_are_told_with_their_own_types():
         looping = cs(state="waiting", reason="CrashLoopBackOff", restarts=9, last_exit=1)
         raw = event("update", pod(j, "Worker", 0, phase="Running", containers=[looping]), at(40))
         with CloudEventSink() as sink:
-            _, received = run(sink, cluster, raw, Settings(crashloop_action=action), 1)
+            _, received = run(sink, cluster, raw, Settings(dry_run=False, crashloop_action=action), 1)
         assert [r.attributes["type"] for r in received] == [kind], action
         assert_valid(received)
 
@@ -114,7 +114,7 @@ def test_a_slow_sink_does_not_delay_the_delete():
     with CloudEventSink(delay=1.5) as sink:
         notifier = Notifier(sink.url, Settings())
         started = time.monotonic()
-        outcome = Pipeline(cluster, Settings(), notifier=notifier).handle(
+        outcome = Pipeline(cluster, Settings(dry_run=False), notifier=notifier).handle(
             parse_event(*split(event("update", j, at(40)))), at(600)
         )
         took = time.monotonic() - started
@@ -129,7 +129,7 @@ def test_a_sink_that_is_down_fails_after_its_tries_and_is_counted():
     before = sent("failed")
     notifier = Notifier(url, Settings(notify_attempts=3), sleep=lambda s: None)
     cluster, j = world()
-    Pipeline(cluster, Settings(), notifier=notifier).handle(
+    Pipeline(cluster, Settings(dry_run=False), notifier=notifier).handle(
         parse_event(*split(event("update", j, at(40)))), at(600)
     )
     assert not cluster.pods, "the delete happened whatever the sink"
@@ -214,7 +214,7 @@ def test_the_example_trigger_and_sinkbinding_match_what_is_sent():
     folder = knative / "notifications"
     cluster, j = world()
     sample = notify.notices(
-        Pipeline(cluster, Settings())
+        Pipeline(cluster, Settings(dry_run=False))
         .handle(parse_event(*split(event("update", j, at(40)))), at(600))
         .applied,
         lambda d: False,

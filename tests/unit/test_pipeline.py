@@ -27,7 +27,9 @@ def cluster_with(job_raw, pods_raw) -> SimulatedCluster:
 
 
 def handle(cluster, raw_event, **kw):
-    return Pipeline(cluster, Settings(**kw)).handle(parse_event(*split(raw_event)), at(600))
+    return Pipeline(cluster, Settings(**{"dry_run": False, **kw})).handle(
+        parse_event(*split(raw_event)), at(600)
+    )
 
 
 def crash_looping_workers(j, n=3):

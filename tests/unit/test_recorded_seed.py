@@ -61,7 +61,7 @@ def test_recorded_files_look_like_what_the_adapter_sends(path):
 
 
 def test_recorded_seed_experiment_2_deletes_the_three_workers_and_keeps_the_master():
-    run = replay([str(SEED_2)], Settings())
+    run = replay([str(SEED_2)], Settings(dry_run=False))
     assert _deleted(run) == ["pytest-worker-0", "pytest-worker-1", "pytest-worker-2"]
     assert sorted(run.cluster.pods) == [("default", "pytest-master-0")]
     rules = {a.decision.rule.value for s in run.steps for a in s.outcome.applied if a.result == "deleted"}
@@ -80,6 +80,6 @@ def test_recorded_seed_experiment_2_deletes_the_three_workers_and_keeps_the_mast
 def test_recorded_seed_experiment_1_leaves_nothing_to_delete():
     """cleanPodPolicy All: the operator wrote Succeeded and deleted every pod ~10 ms later,
     well inside PODSWEEPER_OPERATOR_GRACE_SECONDS: nothing is left for podsweeper."""
-    run = replay([str(SEED_1)], Settings())
+    run = replay([str(SEED_1)], Settings(dry_run=False))
     assert _deleted(run) == []
     assert run.cluster.pods == {}

@@ -32,7 +32,7 @@ def _events(path: Path) -> list[dict]:
 
 def _acted(path: Path, **settings):
     """(event index or None for the final sweep, the event's kind/verb, decision) per non-skip."""
-    run = replay([path], Settings(**settings))
+    run = replay([path], Settings(**{"dry_run": False, **settings}))
     acted = []
     for step in run.steps:
         for item in step.outcome.applied:

@@ -32,7 +32,7 @@ def deletes(run):
 
 
 def test_seed_experiment_2_deletes_the_three_workers_and_keeps_the_master():
-    run = replay([SEED_2], Settings())
+    run = replay([SEED_2], Settings(dry_run=False))
     assert deletes(run) == ["pytest-worker-0", "pytest-worker-1", "pytest-worker-2"]
     assert sorted(run.cluster.pods) == [("default", "pytest-master-0")]
     later = [s for s in run.steps if s.observed]
@@ -40,7 +40,7 @@ def test_seed_experiment_2_deletes_the_three_workers_and_keeps_the_master():
 
 
 def test_seed_experiment_1_ends_with_nothing_left_to_delete():
-    run = replay([SEED_1], Settings())
+    run = replay([SEED_1], Settings(dry_run=False))
     assert deletes(run) == [] and run.cluster.pods == {}
 
 
@@ -56,7 +56,7 @@ def test_seed_experiment_1_ends_with_nothing_left_to_delete():
     ],
 )
 def test_one_stream_per_rule(name, expected):
-    run = replay([str(FIXTURES / f"{name}.jsonl")], Settings())
+    run = replay([str(FIXTURES / f"{name}.jsonl")], Settings(dry_run=False))
     counts: dict = {}
     for step in run.steps:
         for a in step.outcome.applied:
@@ -127,14 +127,14 @@ def test_missing_file_is_a_clear_error(tmp_path, capsys):
 def test_out_of_order_streams_reach_the_live_functions_deletes_through_the_final_sweep():
     """The job's Succeeded arrives before any pod event: only the final sweep finds the
     workers, and it deletes what the in-order replay (and the live function) deletes."""
-    in_order = deletes(replay([SEED_2], Settings()))
+    in_order = deletes(replay([SEED_2], Settings(dry_run=False)))
     out_of_order = str(FIXTURES / "seed-experiment-2-out-of-order.jsonl")
-    run = replay([out_of_order], Settings())
+    run = replay([out_of_order], Settings(dry_run=False))
     assert deletes(run) == in_order == ["pytest-worker-0", "pytest-worker-1", "pytest-worker-2"]
     final = run.steps[-1]
     assert final.final and final.path == "(final sweep)" and final.time == max(s.time for s in run.steps)
     assert sorted(a.decision.name for a in final.outcome.applied if a.result == "deleted") == in_order
-    assert deletes(replay([out_of_order], Settings(), final_sweep=False)) == []
+    assert deletes(replay([out_of_order], Settings(dry_run=False), final_sweep=False)) == []
 
 
 def test_no_final_sweep_on_the_command_line(capsys):
@@ -176,7 +176,7 @@ def test_a_stale_running_update_does_not_roll_a_succeeded_job_back(tmp_path, cap
             for i in range(2)
         ),
     )
-    run = replay([path], Settings())  # the final sweep decides the workers (no pod event does)
+    run = replay([path], Settings(dry_run=False))  # the final sweep decides the workers (no pod event does)
     assert deletes(run) == ["pytest-worker-0", "pytest-worker-1"]
     assert run.cluster.jobs[("PyTorchJob", "default", "pytest")].finished == "Succeeded"
     stale = run.steps[2]
@@ -206,14 +206,14 @@ def test_a_stale_update_after_a_pods_delete_does_not_bring_it_back(tmp_path):
         event("update", versioned(worker, "25"), at(3)),
         event("update", versioned(worker, "30"), at(4)),
     )
-    run = replay([path], Settings())
+    run = replay([path], Settings(dry_run=False))
     assert [bool(s.observed) for s in run.steps[:5]] == [False, False, False, True, True]
     assert "older than its delete (resourceVersion 30)" in run.steps[3].observed
     assert run.cluster.pods == {}
     with open(path, "a") as out:
         out.write(json.dumps(event("add", versioned(again, "40"), at(5))) + "\n")
         out.write(json.dumps(event("update", versioned(worker, "25"), at(6))) + "\n")
-    pods = replay([path], Settings()).cluster.pods
+    pods = replay([path], Settings(dry_run=False)).cluster.pods
     assert [(key, p.uid) for key, p in pods.items()] == [(("default", "pytest-worker-0"), "recreated")]
 
 
@@ -227,7 +227,7 @@ def test_a_stale_jobset_update_does_not_replace_a_newer_one(tmp_path):
         event("update", newer, at(60)),
         event("update", older, at(61)),
     )
-    run = replay([path], Settings())
+    run = replay([path], Settings(dry_run=False))
     assert run.steps[2].observed and "JobSet team-a/tj update at resourceVersion 10" in run.steps[2].observed
     assert run.cluster.intermediates[("JobSet", "team-a", "tj")].resource_version == "20"
 
@@ -244,6 +244,6 @@ def test_versions_that_are_not_both_integers_keep_stream_order(tmp_path, version
         event("delete", versioned(worker, first), at(1)),
         event("update", versioned(worker, second), at(2)),
     )
-    run = replay([path], Settings())
+    run = replay([path], Settings(dry_run=False))
     assert not run.steps[2].observed
     assert sorted(run.cluster.pods) == [("default", "pytest-worker-0")]

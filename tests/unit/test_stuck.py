@@ -41,7 +41,9 @@ class NodesCluster(SimulatedCluster):
 
 
 def sweep(cluster, now, **settings):
-    return Pipeline(cluster, Settings(**settings)).handle(parse_event(*split(ping(at(now)))), at(now))
+    return Pipeline(cluster, Settings(**{"dry_run": False, **settings})).handle(
+        parse_event(*split(ping(at(now)))), at(now)
+    )
 
 
 def stuck_world(node_state: str | None, *, skip=False):

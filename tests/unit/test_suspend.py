@@ -73,7 +73,7 @@ def pipeline_with(j, pods, **kw):
     cluster.observe("add", parse_job(j))
     for p in pods:
         cluster.observe("add", parse_pod(p))
-    return cluster, Pipeline(cluster, Settings(**kw))
+    return cluster, Pipeline(cluster, Settings(**{"dry_run": False, **kw}))
 
 
 def test_one_suspend_per_job_whatever_number_of_its_pods_crash_loop():

@@ -51,11 +51,17 @@ current-context: x
 # tests/delivery/test_image.py holds the image to it.
 IMAGE_ENV = {"PYTHONUNBUFFERED": "1", "MALLOC_ARENA_MAX": "2"}
 
-# What a served test function runs with unless its test says otherwise: no sender identity (the
-# hand-started sources send no token; tests/controllers/test_sender_identity.py runs it on) and
-# no minimum interval between sweeps (tests tick every 2 s). Knative's kubelet
-# (tests/support/knative) runs the function as shipped instead (`as_shipped`).
-HARNESS_ENV = {"PODSWEEPER_AUTH": "none", "PODSWEEPER_SWEEP_MIN_INTERVAL_SECONDS": "0"}
+# What a served test function runs with unless its test says otherwise: live, as overlays/live
+# runs it (the code's default is a dry run; a test of the dry run sets PODSWEEPER_DRY_RUN=true),
+# no sender identity (the hand-started sources send no token;
+# tests/controllers/test_sender_identity.py runs it on) and no minimum interval between sweeps
+# (tests tick every 2 s). Knative's kubelet (tests/support/knative) runs the function as shipped
+# instead (`as_shipped`): the manifests' own PODSWEEPER_DRY_RUN.
+HARNESS_ENV = {
+    "PODSWEEPER_DRY_RUN": "false",
+    "PODSWEEPER_AUTH": "none",
+    "PODSWEEPER_SWEEP_MIN_INTERVAL_SECONDS": "0",
+}
 
 # Inherited variables that would change what is served: the function's own configuration,
 # in-cluster and caller credentials, functions-framework's gunicorn knobs (production keeps

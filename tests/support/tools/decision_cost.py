@@ -142,7 +142,7 @@ def main() -> None:
                 per_call(lambda: to_binary(CloudEvent(dict(one.attributes), one.data)), 500),
             )
         )
-        plain = pass_cost(Settings(), {}, None)
+        plain = pass_cost(Settings(dry_run=False), {}, None)
         with_policy = pass_cost(settings, ANNOTATIONS, None)
         # The pass's own share: the sender held back, so its encoding and POSTs (and the
         # in-process sink's work) do not compete with the pass for the interpreter.
