@@ -282,9 +282,7 @@ def merge(records: list[dict[str, Any]], new: list[Failure]) -> list[dict[str, A
     return bounded(ordered, [id(r) in firsts for r in ordered], STORE_BUDGET)
 
 
-def bounded(
-    records: list[dict[str, Any]], first: list[bool], budget: int
-) -> list[dict[str, Any]]:
+def bounded(records: list[dict[str, Any]], first: list[bool], budget: int) -> list[dict[str, Any]]:
     """The records (oldest first), cut to what `encode` writes within `budget` bytes.
 
     What goes first: log text, the oldest records' first; then the oldest runs, never a
