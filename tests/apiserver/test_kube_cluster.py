@@ -304,7 +304,7 @@ def handle(service: Service, raw_event: dict):
 
 def test_seed_experiment_2_end_to_end_through_the_handler(control_plane, operator, namespace):
     job, pods = seed_experiment_2(operator)
-    service = Service(Settings(), kubeconfig=str(control_plane.function_kubeconfig))
+    service = Service(Settings(dry_run=False), kubeconfig=str(control_plane.function_kubeconfig))
     for name in ("worker-0", "worker-1", "worker-2"):  # pod events: below the crash-loop threshold
         assert handle(service, event("update", pods[name], at(40))).applied == []
     outcome = handle(service, event("update", job, at(34)))
@@ -327,7 +327,7 @@ def test_stale_event_changes_nothing_on_the_real_cluster(control_plane, operator
     worker = operator.create_pod(job, "Worker", 0)
     operator.set_pod_status(worker, "Running", [cs()])
     stale = dict(job, status={"conditions": [{"type": "Succeeded", "status": "True"}]})
-    service = Service(Settings(), kubeconfig=str(control_plane.function_kubeconfig))
+    service = Service(Settings(dry_run=False), kubeconfig=str(control_plane.function_kubeconfig))
     assert handle(service, event("update", stale, at(34))).applied == []
     assert operator.pod_names() == ["pytest-worker-0"]
 
@@ -337,7 +337,7 @@ def test_orphans_after_job_delete_and_the_sweep(control_plane, operator, namespa
     operator.create_pod(job, "Worker", 0)
     operator.custom.delete_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", "pytest")
     service = Service(
-        Settings(orphan_grace_seconds=0, namespaces=namespace),
+        Settings(dry_run=False, orphan_grace_seconds=0, namespaces=namespace),
         kubeconfig=str(control_plane.function_kubeconfig),
     )
     outcome = handle(service, ping(at(0)))
@@ -357,7 +357,15 @@ def test_cli_sweep_dry_run_then_for_real(control_plane, operator, namespace, cap
     out = capsys.readouterr().out
     assert '"result": "dry-run"' in out and '"rule": "finished-job-active-pod"' in out
     assert operator.pod_names() == ["pytest-worker-0"]
-    assert main(argv) == 0
+    assert main(argv) == 0  # without --live: a dry run again, ending with what --live would do
+    out, err = capsys.readouterr()
+    assert '"result": "dry-run"' in out and operator.pod_names() == ["pytest-worker-0"]
+    assert f"  delete  finished-job-active-pod  {namespace}  1 Pod  1 GPU" in err
+    assert (
+        f"To act: podsweeper sweep --kubeconfig {control_plane.function_kubeconfig} -n {namespace} --live"
+        in err
+    )
+    assert main([*argv, "--live"]) == 0
     assert '"result": "deleted"' in capsys.readouterr().out and operator.pod_names() == []
 
 
@@ -420,7 +428,7 @@ def test_a_300_pod_job_is_cleaned_by_its_own_event(control_plane, operator, name
         operator.set_pod_status(pod, "Running")
     job = operator.set_job_conditions(job, [("Created", at(0)), ("Running", at(2)), ("Succeeded", at(30))])
     service = Service(
-        Settings(max_deletes_per_event=100, event_timeout_seconds=30),
+        Settings(dry_run=False, max_deletes_per_event=100, event_timeout_seconds=30),
         kubeconfig=str(control_plane.function_kubeconfig),
     )
     started = time.monotonic()

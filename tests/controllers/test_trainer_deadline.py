@@ -282,7 +282,7 @@ def test_podsweeper_deletes_the_leftover_jobset_and_nothing_comes_back(
     _still_running(lo, name)
     assert len(lo.hook.deletes(name)) == 1  # Trainer's only: a dry-run sends none
     t0 = time.monotonic()
-    assert main(argv) == 0
+    assert main([*argv, "--live"]) == 0
     (_, done) = decisions.about(name)
     assert (done["rule"], done["kind"], done["result"]) == (
         "deadline-exceeded-jobset-running",

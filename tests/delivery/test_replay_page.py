@@ -41,7 +41,7 @@ def browser():
 
 def test_seed_experiment_2_page_renders_every_pod_and_fetches_nothing(browser, tmp_path):
     out = tmp_path / "replay.html"
-    out.write_text(page(replay([str(SEED_2)], Settings())), encoding="utf-8")
+    out.write_text(page(replay([str(SEED_2)], Settings(dry_run=False))), encoding="utf-8")
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     try:
         tab = context.new_page()
@@ -80,7 +80,7 @@ def test_seed_experiment_2_page_renders_every_pod_and_fetches_nothing(browser, t
 def test_trainer_orphan_jobset_page_draws_the_chain_indented_under_the_trainjob(browser, tmp_path):
     recorded = SEED_2.parent / "recorded" / "trainer-orphan-jobset.jsonl"
     out = tmp_path / "trainer.html"
-    out.write_text(page(replay([str(recorded)], Settings())), encoding="utf-8")
+    out.write_text(page(replay([str(recorded)], Settings(dry_run=False))), encoding="utf-8")
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     try:
         tab = context.new_page()

@@ -82,6 +82,21 @@ def test_human_output_says_what_and_why(capsys):
     assert "pods left in the simulated cluster: default/pytest-master-0" in out
 
 
+@pytest.mark.parametrize("env, result", [(None, "deleted"), ("false", "deleted"), ("true", "dry-run")])
+def test_the_cli_replay_shows_a_live_function_unless_the_environment_sets_dry_run(
+    monkeypatch, capsys, env, result
+):
+    """A replay touches nothing real: unset, PODSWEEPER_DRY_RUN is live there (the code's
+    default is a dry run); set, it is what the replay shows."""
+    monkeypatch.delenv("PODSWEEPER_DRY_RUN", raising=False)
+    if env is not None:
+        monkeypatch.setenv("PODSWEEPER_DRY_RUN", env)
+    assert main(["replay", SEED_2, "--json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    deletes_of_workers = {line["name"]: line["result"] for line in lines if line["action"] == "delete"}
+    assert deletes_of_workers == {f"pytest-worker-{i}": result for i in range(3)}
+
+
 def test_dry_run_in_replay_reports_but_keeps(monkeypatch):
     monkeypatch.setenv("PODSWEEPER_DRY_RUN", "true")
     run = replay([SEED_2], Settings())
