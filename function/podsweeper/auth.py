@@ -11,7 +11,8 @@ unknown token, so forged tokens would cost the API server one request each. Here
 - a token naming another audience or subject, or expired, is refused from its own (unverified)
   claims, before any key is looked at: it cannot make the function read anything either;
 - a token with a key id not among the keys held re-reads the keys at most once every
-  `refresh_seconds` (key rotation); any other key id is refused without a request;
+  `refresh_seconds` (key rotation); any other key id is refused without a request (503, so
+  the source retries, while the last read failed: the key may well be the issuer's);
 - a signature is verified against the key with that id (PyJWT, the algorithm the key's type
   allows), then audience, issuer, expiry and not-before again, and the subject among the allowed
   senders. A token that passed is remembered until it expires (a small bounded cache), so a
@@ -36,6 +37,8 @@ from typing import Any
 import jwt
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
+from podsweeper.errors import ApiUnavailable
+
 log = logging.getLogger("podsweeper.auth")
 
 # What the API server signs service-account tokens with (RSA or ECDSA keys). "none" and the
@@ -44,6 +47,7 @@ ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "ES256", "ES384", "ES512"})
 MAX_TOKEN_BYTES = 8192  # a service-account token is ~1 KiB; more is not one
 CACHE_SIZE = 256  # tokens that passed, kept until they expire (one per source and hour)
 LEEWAY_SECONDS = 30  # clock skew between the API server and this instance
+RETRY_FAILED_READ_SECONDS = 2.0  # after a failed read of the keys, the next one at most this soon
 
 
 class Refused(StrEnum):
@@ -124,6 +128,7 @@ class Verifier:
         self._lock = threading.Lock()
         self._keys: dict[str, tuple[Any, frozenset[str]]] = {}
         self._read_at: float | None = None  # monotonic time of the last read (tried)
+        self._read_failed = False
         self._passed: OrderedDict[str, float] = OrderedDict()  # token -> its exp
         self.key_reads = 0  # how many times the keys were read (tests, the log)
 
@@ -206,11 +211,22 @@ class Verifier:
             if kid in self._keys:
                 return self._keys[kid]
             now = self._monotonic()
-            if self._read_at is not None and now - self._read_at < self._refresh_seconds:
+            # After a failed read, sooner (the first events wait on it), still bounded.
+            interval = (
+                min(self._refresh_seconds, RETRY_FAILED_READ_SECONDS)
+                if self._read_failed
+                else (self._refresh_seconds)
+            )
+            if self._read_at is not None and now - self._read_at < interval:
+                if self._read_failed:  # not an unknown key: keys not read yet, the source retries
+                    wait = interval - (now - self._read_at)
+                    raise ApiUnavailable("the issuer's keys could not be read", retry_after=max(1.0, wait))
                 return None
             self._read_at = now  # a failed read counts too: no retry storm against the API
             self.key_reads += 1
+            self._read_failed = True
             keys = self._read_keys()
+            self._read_failed = False
             self._keys = keys_by_id(keys.jwks)
             if not self._issuer:
                 self._issuer = keys.issuer

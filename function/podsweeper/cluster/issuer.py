@@ -22,9 +22,9 @@ DISCOVERY = "/.well-known/openid-configuration"
 JWKS = "/openid/v1/jwks"
 
 
-def _get(api: Api, path: str, timeout: float) -> Any:
+def _get(api: Api, path: str, timeout: float, accept: str = "application/json") -> Any:
     try:
-        answer = api.request("GET", path, timeout=timeout)
+        answer = api.request("GET", path, timeout=timeout, accept=accept)
     except (urllib3.exceptions.HTTPError, OSError) as error:
         raise ApiUnavailable(f"reading {path}: {type(error).__name__}: {error}"[:300]) from None
     if answer.status != 200:
@@ -49,7 +49,7 @@ def issuer_keys(kubeconfig: str | None = None, timeout: float = 5.0) -> KeyReade
         issuer = discovery.get("issuer") if isinstance(discovery, dict) else None
         if not isinstance(issuer, str) or not issuer:
             raise ApiUnavailable(f"{DISCOVERY} names no issuer")
-        jwks = _get(api[0], JWKS, timeout)
+        jwks = _get(api[0], JWKS, timeout, accept="application/jwk-set+json")
         return IssuerKeys(issuer, jwks if isinstance(jwks, dict) else {})
 
     return read

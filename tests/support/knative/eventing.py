@@ -86,9 +86,11 @@ def core_crds() -> list[dict]:
     ]
 
 
-def core_objects() -> list[dict]:
+def core_objects(oidc: bool = True) -> list[dict]:
     """Eventing's core install minus its controller and webhook Deployments (run out of
-    cluster or not at all) and the webhook configurations."""
+    cluster or not at all) and the webhook configurations. `oidc`: config-features'
+    authentication-oidc enabled, as docs/deploy.md (Sender identity) asks: the sources then
+    send tokens, which the shipped function requires."""
     core = eventing_dir() / "config" / "core"
     paths = [
         core / "100-namespace.yaml",
@@ -105,6 +107,8 @@ def core_objects() -> list[dict]:
                 # mtping logs each send at debug (tests/support/adapter/ping.py reads them); the
                 # PingSource reconciler copies this ConfigMap into the dispatcher's env.
                 obj["data"][f"loglevel.{COMPONENT}"] = "debug"
+            if oidc and obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == "config-features":
+                obj["data"]["authentication-oidc"] = "enabled"
             objects.append(obj)
     return objects
 
@@ -122,9 +126,16 @@ class Eventing:
     generated Deployments' pods, kwok runs them)."""
 
     def __init__(
-        self, control_plane, *, log=sys.stderr, workdir: Path | None = None, ready_timeout: float = 90.0
+        self,
+        control_plane,
+        *,
+        log=sys.stderr,
+        workdir: Path | None = None,
+        ready_timeout: float = 90.0,
+        oidc: bool = True,
     ):
         self.cp = control_plane
+        self.oidc = oidc
         self.log = log
         self.ready_timeout = ready_timeout
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="podsweeper-eventing-"))
@@ -161,7 +172,7 @@ class Eventing:
         binaries = [ensure_built(b, log=self.log) for b in (EVENTING_CONTROLLER, RECEIVE_ADAPTER, MTPING)]
         started = time.monotonic()
         install_crds(self.admin, core_crds(), timeout=60)
-        self.api.apply_all(core_objects())
+        self.api.apply_all(core_objects(self.oidc))
         self.network.start()
         self.kubelet.start()
         kubeconfig = impersonating_kubeconfig(

@@ -312,3 +312,27 @@ def test_the_gate_opens_after_the_interval():
     assert gate.enter() is None
     assert gate.enter() == "a sweep is already running in this instance"
     gate.leave()
+
+
+def test_keys_that_could_not_be_read_ask_for_a_retry_not_a_401(signer):
+    """The first read fails (the API server is down): the token may well be good, so the answer
+    is 503 (the source retries, where a 401 is dropped); the next read comes at most every
+    RETRY_FAILED_READ_SECONDS, and once it succeeds the token passes."""
+    clock = [0.0]
+    failing = [True]
+
+    def read() -> IssuerKeys:
+        if failing[0]:
+            signer.reads += 1
+            raise ApiUnavailable("down")
+        return signer.read()
+
+    verifier = Verifier(SHIPPED_AUDIENCE, frozenset(SHIPPED_SENDERS), read, monotonic=lambda: clock[0])
+    token = f"Bearer {signer.token()}"
+    for _ in range(5):
+        with pytest.raises(ApiUnavailable):
+            verifier.check(token)
+    assert signer.reads == 1
+    clock[0] = 2.0
+    failing[0] = False
+    assert verifier.check(token) is None and signer.reads == 2

@@ -90,9 +90,10 @@ class Api:
         body: Any = None,
         content_type: str = JSON,
         timeout: float | None = None,
+        accept: str = JSON,
     ) -> Answer:
         """One request; urllib3's errors (connection, timeout) are the caller's to handle."""
-        headers = {"Accept": JSON, "User-Agent": "podsweeper"}
+        headers = {"Accept": accept, "User-Agent": "podsweeper"}
         token = self._authorization()
         if token:
             headers["Authorization"] = token
