@@ -35,6 +35,8 @@ class Suite(Enum):
     )
     # CloudEvents out from the served function (gunicorn's forked worker) on the real world.
     NOTIFY_SERVED = ("tests/controllers/test_notifications.py",)
+    # podsweeper's own records (evidence stores, finish marks) on the real API server.
+    RECORDS_API = ("tests/apiserver/test_evidence_store.py",)
 
     @property
     def label(self) -> str:
@@ -44,17 +46,19 @@ class Suite(Enum):
             "PROPERTY": "property",
             "REAL_API": "real API",
             "NOTIFY_SERVED": "served, real world",
+            "RECORDS_API": "records, real API",
         }
         return names.get(self.name, self.name.lower())
 
 
-UNIT, HTTP, PROPERTY, REAL_API, SECRETS, NOTIFY_SERVED = (
+UNIT, HTTP, PROPERTY, REAL_API, SECRETS, NOTIFY_SERVED, RECORDS_API = (
     Suite.UNIT,
     Suite.HTTP,
     Suite.PROPERTY,
     Suite.REAL_API,
     Suite.SECRETS,
     Suite.NOTIFY_SERVED,
+    Suite.RECORDS_API,
 )
 
 
@@ -646,5 +650,70 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if pod.job is None or pod.foreign_controller:",
         "trust: a delete event's payload (a pod that can be read no more) is kept as evidence",
         (UNIT,),
+    ),
+    # podsweeper's own records, bounded and its own (issue 38, findings 5 and 6).
+    Mutant(
+        "evidence-byte-budget",
+        "evidence.py",
+        "    if total <= budget:\n        return records",
+        "    if True:\n        return records",
+        "evidence: a big failing job's store passes 1 MiB and is refused (every event of the job 503)",
+        (UNIT, RECORDS_API),
+    ),
+    Mutant(
+        "evidence-first-failure-dropped",
+        "evidence.py",
+        "        if not first[i]:\n",
+        "        if True:\n",
+        "evidence: a container's first failure is dropped to fit the store",
+        (UNIT,),
+    ),
+    Mutant(
+        "message-without-log-permission",
+        "keeper.py",
+        "            new = [f.without_text() for f in new]",
+        "            pass",
+        "evidence: the termination message (the log, under FallbackToLogsOnError) kept where log text is off",
+        (UNIT,),
+    ),
+    Mutant(
+        "foreign-label-ignored",
+        "cluster/kube/records.py",
+        '    if (metadata.get("labels") or {}).get(label) != job.name[:63]:\n        return Whose.FOREIGN',
+        "    if False:\n        return Whose.FOREIGN",
+        "records: a ConfigMap without podsweeper's label is taken for its record",
+        (UNIT,),
+    ),
+    Mutant(
+        "foreign-evidence-store-overwritten",
+        "cluster/kube/records.py",
+        "        if owner is Whose.FOREIGN:\n            raise NotKept",
+        "        if False:\n            raise NotKept",
+        "records: someone else's ConfigMap at the store's name is read and replaced",
+        (RECORDS_API,),
+    ),
+    Mutant(
+        "foreign-finish-mark-overwritten",
+        "cluster/kube/records.py",
+        "        if owner is not Whose.THIS_JOB:\n            reason",
+        "        if False:\n            reason",
+        "records: a ConfigMap at the finish mark's name that is not podsweeper's is replaced",
+        (RECORDS_API,),
+    ),
+    Mutant(
+        "finish-mark-predates-job",
+        "cluster/kube/records.py",
+        "        return datetime.fromisoformat(made) < created",
+        "        return False",
+        "records: a finish mark made before its job (planted) counts",
+        (UNIT, RECORDS_API),
+    ),
+    Mutant(
+        "evidence-refused-is-503",
+        "cluster/kube/records.py",
+        "version, (409, *REFUSED_FOR_GOOD)",
+        "version, (409,)",
+        "evidence: a store the API refuses (422) becomes ApiUnavailable, every event of the job 503",
+        (RECORDS_API,),
     ),
 )
