@@ -84,6 +84,12 @@ the Deployment names it.
     - name: PODSWEEPER_STUCK_TERMINATING_SECONDS
       value: {{ .Values.stuckTerminating.seconds | int64 | quote }}
     {{- end }}
+    {{- if ne .Release.Namespace "podsweeper" }}
+    # Sender identity: the sources' OIDC ServiceAccounts are in the release's namespace (the
+    # function's default names them in podsweeper; docs/deploy.md, Sender identity).
+    - name: PODSWEEPER_AUTH_SUBJECTS
+      value: "system:serviceaccount:{{ .Release.Namespace }}:podsweeper-oidc-sources.knative.dev-apiserversource,system:serviceaccount:{{ .Release.Namespace }}:podsweeper-sweep-oidc-sources.knative.dev-pingsource"
+    {{- end }}
   resources:
     requests:
       cpu: 50m
