@@ -212,7 +212,12 @@ def test_values_combine_where_overlays_do_not():
 def test_release_namespace_is_every_namespace_the_chart_names():
     """-n other: every namespaced object and every ServiceAccount subject follows it."""
     got = template(CHART, {"crashLoopSuspend": {"enabled": True}}, namespace="sweeper")
-    cluster_scoped = {"ClusterRole", "ClusterRoleBinding"}
+    cluster_scoped = {
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
     for obj in got:
         ns = obj["metadata"].get("namespace")
         assert (ns is None) == (obj["kind"] in cluster_scoped), obj["metadata"]
@@ -220,6 +225,11 @@ def test_release_namespace_is_every_namespace_the_chart_names():
         for subject in obj.get("subjects") or []:
             assert subject["namespace"] == "sweeper", obj["metadata"]["name"]
     assert "podsweeper.podsweeper" not in json.dumps(got)
+    # The admission policy judges the release's ServiceAccount, and protects its namespace.
+    (policy,) = [o for o in got if o["kind"] == "ValidatingAdmissionPolicy"]
+    text = json.dumps(policy)
+    assert "system:serviceaccount:sweeper:podsweeper" in text and "'sweeper']" in text
+    assert "system:serviceaccount:podsweeper:" not in text and "'podsweeper']" not in text
 
 
 # --- helm lint, bad values ---------------------------------------------------------------------
