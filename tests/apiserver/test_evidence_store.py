@@ -204,3 +204,18 @@ def test_podsweepers_own_finish_mark_counts_for_its_job(cluster, operator, names
     later = FinishMark("Failed", mark.at, "js-uid-2")
     cluster.write_finish_mark(ref, later)  # its own mark: replaced
     assert cluster.read_finish_mark(ref, created_of(job)) == later
+
+
+def test_a_long_job_name_cut_for_the_label_still_gets_its_records(cluster, operator, namespace):
+    """A name cut at 63 characters for podsweeper's label may end in '-' or '.', which the API
+    server refuses in a label value: the label is cut back to an alphanumeric, and the records of
+    such a job are written and read like any other's."""
+    name = "a" * 62 + "-tail"  # [:63] ends in "-"
+    job = operator.create_job(name=name)
+    ref = ref_of(job)
+    mark = FinishMark("Failed", datetime.now(UTC).replace(microsecond=0), "js-uid-1")
+    cluster.write_finish_mark(ref, mark)
+    assert cluster.read_finish_mark(ref, created_of(job)) == mark
+    assert cluster.write_evidence(ref, [{"pod": "p", "container": "c", "restart_count": 1}], None)
+    records, _ = cluster.read_evidence(ref)
+    assert records == [{"pod": "p", "container": "c", "restart_count": 1}]

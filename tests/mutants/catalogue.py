@@ -679,7 +679,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "foreign-label-ignored",
         "cluster/kube/records.py",
-        '    if (metadata.get("labels") or {}).get(label) != job.name[:63]:\n        return Whose.FOREIGN',
+        '    if (metadata.get("labels") or {}).get(label) != label_value(job.name):\n        return Whose.FOREIGN',
         "    if False:\n        return Whose.FOREIGN",
         "records: a ConfigMap without podsweeper's label is taken for its record",
         (UNIT,),

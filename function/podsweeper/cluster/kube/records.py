@@ -44,7 +44,7 @@ def whose(body: dict[str, Any], job: JobRef, label: str) -> Whose:
     an earlier job of the same name, or someone else's."""
     metadata = body.get("metadata") or {}
     owners = [o for o in metadata.get("ownerReferences") or [] if isinstance(o, dict)]
-    if (metadata.get("labels") or {}).get(label) != job.name[:63]:
+    if (metadata.get("labels") or {}).get(label) != label_value(job.name):
         return Whose.FOREIGN
     if job.uid and any(o.get("uid") == job.uid for o in owners):
         return Whose.THIS_JOB
@@ -75,6 +75,12 @@ def _owned_by(job: JobRef) -> dict[str, Any]:
         "controller": False,
         "blockOwnerDeletion": False,
     }
+
+
+def label_value(name: str) -> str:
+    """A job's name as a label value: at most 63 characters, ending in an alphanumeric (a name
+    cut at 63 may end in '-' or '.', which the API server refuses in a label)."""
+    return name[:63].rstrip("-._")
 
 
 def finish_mark_name(job_name: str) -> str:
@@ -182,7 +188,7 @@ class Records(Calls):
         metadata: dict[str, Any] = {
             "name": name,
             "namespace": job.namespace,
-            "labels": {label: job.name[:63]},
+            "labels": {label: label_value(job.name)},
             "ownerReferences": [_owned_by(job)],
         }
         if version is not None:
