@@ -256,9 +256,15 @@ def test_apiserversource_watches_the_training_jobs_their_links_and_their_pods(re
     spec = src["spec"]
     assert spec["mode"] == "Resource"  # data = the whole object; Reference would need a GET
     assert spec["namespaceSelector"] == {}  # all namespaces
+    # The audience the function requires by default (docs/deploy.md, Sender identity).
+    from podsweeper.config import SHIPPED_AUDIENCE, load_settings
+
     assert spec["sink"] == {
-        "ref": {"apiVersion": "serving.knative.dev/v1", "kind": "Service", "name": "podsweeper"}
+        "ref": {"apiVersion": "serving.knative.dev/v1", "kind": "Service", "name": "podsweeper"},
+        "audience": SHIPPED_AUDIENCE,
     }
+    assert one(objects, "PingSource")["spec"]["sink"]["audience"] == SHIPPED_AUDIENCE
+    assert load_settings().auth_audience == SHIPPED_AUDIENCE
     # v1 first, then v2, as the components append them.
     assert spec["resources"] == V1_WATCHES + V2_WATCHES
     # Every training kind, every link of its chain; pods and batch Jobs only by label.

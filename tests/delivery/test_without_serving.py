@@ -85,7 +85,8 @@ def test_the_sources_sink_to_the_v1_service_and_the_rest_is_the_base(installs):
     for kind, name in (("ApiServerSource", "podsweeper"), ("PingSource", "podsweeper-sweep")):
         source = without[("sources.knative.dev/v1", kind, name)]
         assert source["spec"]["sink"] == {
-            "ref": {"apiVersion": "v1", "kind": "Service", "name": "podsweeper"}
+            "ref": {"apiVersion": "v1", "kind": "Service", "name": "podsweeper"},
+            "audience": "podsweeper.dev/function",  # the sender identity's, as with Serving
         }
         expected = copy.deepcopy(base[("sources.knative.dev/v1", kind, name)])
         expected["spec"]["sink"] = source["spec"]["sink"]
