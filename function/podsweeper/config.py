@@ -149,7 +149,9 @@ class Settings(BaseSettings):
         ",".join(SHIPPED_SENDERS), description="comma list of the token subjects allowed to send events"
     )
     auth_issuer: str = Field(
-        "", max_length=500, description="the tokens' issuer; empty = the API server's own (its OIDC discovery)"
+        "",
+        max_length=500,
+        description="the tokens' issuer; empty = the API server's own (its OIDC discovery)",
     )
     auth_keys_refresh_seconds: float = Field(
         30.0, ge=1, le=3600, description="a token with an unknown key id re-reads the keys at most this often"
