@@ -643,14 +643,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "(issue 38, finding 2)",
         (UNIT,),
     ),
-    Mutant(
-        "liar-evidence-from-a-delete",
-        "routing.py",
-        "        if verb is Verb.DELETE or pod.job is None or pod.foreign_controller:",
-        "        if pod.job is None or pod.foreign_controller:",
-        "trust: a delete event's payload (a pod that can be read no more) is kept as evidence",
-        (UNIT,),
-    ),
     # podsweeper's own records, bounded and its own (issue 38, findings 5 and 6).
     Mutant(
         "evidence-byte-budget",
