@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     for key in [k for k in os.environ if k.startswith("PODSWEEPER_")]:
         del os.environ[key]
     os.environ["KUBECONFIG"] = os.devnull  # never read: these events need no API
+    os.environ["PODSWEEPER_AUTH"] = "none"  # unsigned events, as the no-op takes them
     noop, function = _app(NOOP), _app(FUNCTION)
     from bench.inprocess import quiet_logging
 

@@ -46,7 +46,7 @@ def settings() -> Settings:
     shell has set."""
     for key in [k for k in os.environ if k.startswith("PODSWEEPER_")]:
         del os.environ[key]
-    return Settings(dry_run=False)
+    return Settings(dry_run=False, sweep_min_interval_seconds=0)  # each tick measured is a sweep
 
 
 def quiet_logging() -> None:

@@ -84,7 +84,11 @@ def _service(cp, namespace: str, concurrency: int):
     for key in [k for k in os.environ if k.startswith("PODSWEEPER_")]:
         del os.environ[key]
     settings = Settings(
-        dry_run=False, namespaces=namespace, delete_concurrency=concurrency, event_timeout_seconds=120
+        dry_run=False,
+        namespaces=namespace,
+        delete_concurrency=concurrency,
+        event_timeout_seconds=120,
+        sweep_min_interval_seconds=0,  # every ping here is a pass to profile, not one to coalesce
     )
     return Service(settings, connect(settings, str(cp.function_kubeconfig)))
 
