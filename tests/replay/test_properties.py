@@ -10,6 +10,11 @@ Two harnesses, both through the function's own Pipeline and SimulatedCluster:
   server) changes with every event, while the function is *notified* of those changes late,
   twice or never, in Resource or Reference mode; then PingSource ticks.
 
+* **Lies** (tests/support/liars.py): the live world notified at once, with lying payloads
+  between its changes (claims the world does not back, deletes of what exists), never applied
+  to it: each decision must still be what the rules name for the world, each record and log
+  read what the world shows.
+
 Invariants, judged by tests/support/oracle.py (docs/rules.md restated, no engine code):
 
 * safety: every decision about a pod is exactly the (rule, action) the rules name for that
@@ -50,6 +55,7 @@ PODSWEEPER_SWEEP_ACTIVE_PODS) makes the oracle and the function disagree.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -76,6 +82,7 @@ from podsweeper.replay import replay
 from podsweeper.sweep import Sweeper, SweepRun
 from tests.support import figures, seeds
 from tests.support import model_world as world_tables
+from tests.support.liars import Lie, RecordingCluster, RecordJudge, lie_specs
 from tests.support.model_mpi import LauncherJobSpec, unwatched
 from tests.support.model_trainer import ChainPodSpec, IntermediateSpec, TrainJobSpec
 from tests.support.model_world import (
@@ -782,6 +789,117 @@ def _parsed(e: WorldEvent):
     if isinstance(e.spec, (JobSpec, TrainJobSpec)):
         return parse_job(obj)
     return parse_intermediate(obj) if isinstance(e.spec, IntermediateSpec) else parse_pod(obj)
+
+
+# -- harness 3: lies among the truth -----------------------------------------------------------
+
+
+class RecordingApiServer(RecordingCluster, ApiServer):
+    """The live harness's API server, recording every write and log read (tests/support/liars.py)."""
+
+
+def pod_job(spec) -> tuple[str, str] | None:
+    """(namespace, name) of the job whose evidence store may keep this pod's runs: a launcher's
+    MPIJob, a chain pod's TrainJob (its JobSet's name), or the job the pod belongs to."""
+    if isinstance(spec, ChainPodSpec):
+        name = spec.label(JOBSET_NAME)
+        return (spec.namespace, name) if name else None
+    if not isinstance(spec, PodSpec):
+        return None
+    launcher = launcher_of(spec)
+    if launcher is not None:
+        return (spec.namespace, launcher)
+    owner = belongs(spec)
+    return (spec.namespace, owner[1]) if owner is not None else None
+
+
+WARNINGS_ON_ADD = ("no-backoff-limit", UNBOUNDED_JOBSET_RESTARTS)
+
+
+def check_lie_outcome(world: World, outcome, lie: Lie, now) -> None:
+    """Every decision a lie led to is one the world names now (it was decided on the fresh
+    state, the lie only made podsweeper look): judged as any event's by check_outcome, as if
+    about the object the lie names; the new-object warnings, which only an add asks for, are
+    judged here against the world (never required: a liar's add is no new object)."""
+    warnings = [a for a in outcome.applied if a.decision.rule.value in WARNINGS_ON_ADD]
+    for item in warnings:
+        d = item.decision
+        rule, action = d.rule.value, d.action.value
+        if rule == UNBOUNDED_JOBSET_RESTARTS:
+            named = world.chain_named(d.namespace, d.job.name, now, jobset_added=True)
+            assert named.get((TRAINJOB, d.uid)) == (rule, action), (lie, d, named)
+        else:
+            job = world.jobs.get((d.kind, d.namespace, d.name))
+            assert job is not None and job.uid == d.uid, f"{lie}: warning about a job not in the world: {d}"
+            assert world.warns_no_backoff_limit(job) is not False, (
+                f"{lie}: no-backoff-limit not named for {job}"
+            )
+            assert (action == "skip") == is_true(job.skip), (lie, action, job.skip)
+        assert lie.verb == "add", f"{lie}: {rule} warned on a {lie.verb}"
+    rest = dataclasses.replace(outcome, applied=[a for a in outcome.applied if a not in warnings])
+    check_outcome(world, rest, WorldEvent("update", lie.spec, now, -1), now, mode=lie.mode)
+
+
+@reproducible
+@settings(max_examples=max(EXAMPLES // 4, 25), **PROPERTY)
+@given(
+    scenario=scenarios(settings_strategy(max_deletes=st.sampled_from([2, 1000]))),
+    rng=st.randoms(use_true_random=False),
+)
+def test_lies_among_the_truth_act_and_record_only_what_the_world_names(scenario, rng: random.Random):
+    """Issue "Trust against a liar": any pod may POST to the function, so a payload is a claim.
+    Each world change is notified at once (Resource or Reference mode) and, after it, lies
+    about what the world holds or held (tests/support/liars.py: finishes, failures, owners,
+    uids, restart counts, container states, pods named after others, deletes of what exists),
+    never applied to the world. Every decision, truthful or lied to, must be what the rules
+    name for the world at that moment (oracle.py, as the live harness judges); every log read
+    must be of a container of a pod that exists and shows a failed run; every evidence record
+    must be of a run some pod showed, in the store of that pod's job; a finish mark only for a
+    TrainJob that finished. The final sweeps then leave nothing the rules name."""
+    config = settings_from_environment(scenario.settings)
+    truth, world = RecordingApiServer(), World(scenario.settings, live=True, nodes=scenario.nodes)
+    truth.node_states = scenario.nodes
+    pipeline = Pipeline(truth, config)
+    judge, shown, told = RecordJudge(), [], 0
+    for e in scenario.events:
+        now = e.time
+        if e.spec is not None:
+            seen = world.observe(e.verb, e.spec)
+            assert (truth.observe(e.verb, _parsed(e)) is None) == seen
+            judge.saw(e.spec, pod_job(e.spec))
+            shown.append(e.spec)
+        if not unwatched(e.spec):
+            mode = "ref" if e.spec is not None and rng.random() < 0.25 else "resource"
+            expected = sweep_names(world, now) if e.spec is None else None
+            since = len(truth.effects)
+            outcome = deliver(pipeline, render(e, mode), now)
+            # Records and log reads first: judging the decisions applies their deletes to the world.
+            judge.judge(truth, world, since, f"{e.verb} of {e.spec} ({mode} mode)")
+            if expected is not None:
+                assert_sweep_decided(outcome, expected, now, config.max_deletes_per_event)
+            check_outcome(world, outcome, e, now, mode=mode)
+        for lie in lie_specs(shown, rng, now) if shown else ():
+            told += 1
+            since = len(truth.effects)
+            raw = render(WorldEvent(lie.verb, lie.spec, now, e.seq), lie.mode, event_id=f"lie-{told}")
+            outcome = deliver(pipeline, raw, now)
+            judge.judge(truth, world, since, f"lie {lie}")
+            check_lie_outcome(world, outcome, lie, now)
+            figures.add(f"property: lies told ({lie.kind})")
+    budget = scenario.settings["max_deletes_per_event"]
+    for ping in final_pings(scenario, 1 + (len(world.pods) + len(world.workloads)) // budget + 1):
+        expected = sweep_names(world, ping.time)
+        since = len(truth.effects)
+        outcome = deliver(pipeline, render(ping), ping.time)
+        judge.judge(truth, world, since, "final sweep")
+        assert_sweep_decided(outcome, expected, ping.time, config.max_deletes_per_event)
+        swept = check_outcome(world, outcome, ping, ping.time)
+        if swept == 0:
+            break
+    assert_nothing_left(world, ping.time)
+    assert_evidence_truthful(truth.evidence, world.deleted, dry_run=False)
+    figures.add("property: liar scenarios generated")
+    figures.add("property: lies told", told)
 
 
 # -- the generator covers what the issue names --------------------------------------------------

@@ -221,8 +221,9 @@ def _lie(
             )
         if kind == "pod deleted":
             return Lie(kind, "delete", replace(pod, containers=_failed(restarts)))
-        if kind == "pod named after another" and len(pods) > 1:
-            target = rng.choice([p for p in pods if p.key != pod.key])
+        others = [p for p in pods if p.key != pod.key]
+        if kind == "pod named after another" and others:
+            target = rng.choice(others)
             named = replace(pod, name=target.name, namespace=target.namespace, containers=_failed(restarts))
             return Lie(kind, "update", named)
     return None

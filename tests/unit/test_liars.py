@@ -52,7 +52,8 @@ def seen(objects: Objects, raw: dict[str, Any], **settings: Any) -> Seen:
     cluster.observe_namespace("add", Namespace("team-a"))
     for obj in objects:
         _observe(cluster, obj)
-    pipeline = Pipeline(cluster, Settings(**settings), concurrent_deletes=False)
+    # Live unless told: a dry run would hide the deletes and suspends a lie causes.
+    pipeline = Pipeline(cluster, Settings(**{"dry_run": False, **settings}), concurrent_deletes=False)
     outcome = pipeline.handle(parse_event(*split(raw)), NOW)
     decided = [
         (a.decision.rule.value, a.decision.action.value, a.decision.kind, a.decision.name)
@@ -362,3 +363,19 @@ def test_an_add_event_warns_only_what_the_job_read_names():
     bounded, pods = v1_world(backoff_limit=3)
     unbounded = lying(bounded, lambda o: o["spec"]["runPolicy"].pop("backoffLimit"))
     assert_lie_harmless([bounded, *pods], event("add", unbounded, NOW), update(bounded))
+
+
+@pytest.mark.parametrize("queued", [False, True])
+def test_a_trainjob_event_claiming_failed_just_before_its_jobset_was_made(queued):
+    """A TrainJob resumed (or admitted by Kueue) long after it was made gets its first JobSet
+    then: a JobSet made after the TrainJob, as a restart's is. A claim of a Failed finish just
+    before that JobSet was made is still only a claim: no finish mark, no suspend, no warning."""
+    tj = v2.trainjob("tj", "team-a")
+    if queued:
+        tj["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "team-queue"}
+    js = v2.jobset(tj, "tj", "team-a", created=at(500))  # resumed at 500
+    bj = v2.batch_job(js)
+    pods = [v2.pod(bj, i) for i in range(2)]
+    failed = copy.deepcopy(tj)
+    failed["status"]["conditions"] = v2._conditions([("Failed", at(499))])
+    assert_lie_harmless([tj, js, bj, *pods], update(failed), update(tj))
