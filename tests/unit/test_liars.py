@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 
+from podsweeper.cluster.simulated import SimulatedCluster
 from podsweeper.config import Settings
 from podsweeper.intake import parse_event
-from podsweeper.model import Namespace
+from podsweeper.model import FinishMark, Namespace
 from podsweeper.pipeline import Pipeline
 from tests.fixtures import mpi
 from tests.fixtures import trainer as v2
@@ -46,12 +47,15 @@ def _observe(cluster: RecordingCluster, obj: dict[str, Any]) -> None:
         cluster.observe("add", parse_job(obj))
 
 
-def seen(objects: Objects, raw: dict[str, Any], **settings: Any) -> Seen:
-    """The decisions and the recorded calls of handling `raw` on a cluster holding `objects`."""
+def seen(objects: Objects, raw: dict[str, Any], plant: FinishMark | None = None, **settings: Any) -> Seen:
+    """The decisions and the recorded calls of handling `raw` on a cluster holding `objects`
+    (and, `plant`, a finish mark for each TrainJob, written as anyone could)."""
     cluster = RecordingCluster()
     cluster.observe_namespace("add", Namespace("team-a"))
     for obj in objects:
         _observe(cluster, obj)
+        if plant is not None and obj["kind"] == "TrainJob":
+            SimulatedCluster.write_finish_mark(cluster, parse_job(obj).ref, plant)
     # Live unless told: a dry run would hide the deletes and suspends a lie causes.
     pipeline = Pipeline(cluster, Settings(**{"dry_run": False, **settings}), concurrent_deletes=False)
     outcome = pipeline.handle(parse_event(*split(raw)), NOW)
@@ -121,9 +125,11 @@ def update(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("dry_run", [False, True])
-def test_a_trainjob_event_claiming_failed_suspends_nothing_and_marks_no_finish(dry_run):
+@pytest.mark.parametrize("claimed", [0, 1, 100])  # at the JobSet's creation, just after, later
+def test_a_trainjob_event_claiming_failed_suspends_nothing_and_marks_no_finish(dry_run, claimed):
     tj, js, bj, pods = trainjob_world()
-    failed = lying(tj, lambda o: o["status"].update(conditions=v2._conditions([("Failed", at(100))])))
+    failed = copy.deepcopy(tj)
+    failed["status"]["conditions"] = v2._conditions([("Failed", at(claimed))])
     assert failed["metadata"]["uid"] == tj["metadata"]["uid"]  # the job's real uid: it names this job
     assert_lie_harmless([tj, js, bj, *pods], update(failed), update(tj), dry_run=dry_run)
 
@@ -379,3 +385,14 @@ def test_a_trainjob_event_claiming_failed_just_before_its_jobset_was_made(queued
     failed = copy.deepcopy(tj)
     failed["status"]["conditions"] = v2._conditions([("Failed", at(499))])
     assert_lie_harmless([tj, js, bj, *pods], update(failed), update(tj))
+
+
+def test_a_planted_finish_mark_restarts_no_trainjob_on_its_first_jobset():
+    """A finish mark is a ConfigMap: anyone who may create one could plant it (the real API
+    test plants one). Written here straight into the store, for a running TrainJob whose JobSet
+    was made with it: the JobSet's own events must not make it a restart."""
+    tj, js, bj, pods = trainjob_world()
+    cluster_with_mark: list[dict] = [tj, js, bj, *pods]
+    truthful = seen(cluster_with_mark, event("add", js, NOW))
+    planted = seen(cluster_with_mark, event("add", js, NOW), plant=FinishMark("Failed", at(-3600), ""))
+    assert planted == truthful == ([], [])
