@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -106,6 +107,53 @@ def test_image_has_no_build_leftovers(built):
         assert entry.read_bytes() == (REPO / "function" / "main.py").read_bytes()
 
 
+# What the final stage must not hold: a shell, a package manager, pip, coreutils. The image
+# runs its CMD and nothing else (docker/rootfs.py assembles it FROM scratch).
+FORBIDDEN_PROGRAMS = ("sh", "bash", "dash", "pip", "pip3", "apt", "apt-get", "dpkg", "ls", "cat", "id", "env")
+
+
+def test_final_image_has_no_shell_no_pip_and_nothing_it_does_not_run(built):
+    with image.working_container(TAG) as container, image.mounted(container) as root:
+        bins = [root / d for d in ("bin", "sbin", "usr/bin", "usr/sbin", "usr/local/bin", "opt/venv/bin")]
+        found = [str(d / name) for d in bins for name in FORBIDDEN_PROGRAMS if os.path.lexists(d / name)]
+        assert not found, f"in the final image: {found}"
+        pips = [str(p.relative_to(root)) for p in root.rglob("pip") if p.is_dir() or p.is_file()]
+        assert not pips, f"pip in the final image: {pips}"
+        assert not list(root.rglob("ensurepip")), "ensurepip (a bundled pip wheel) in the final image"
+        assert not (root / "var/lib/dpkg").exists(), "a package database: the base was copied whole"
+        # What it does run: the interpreter the venv points at, and the CMD's script.
+        assert (root / "opt/venv/bin/functions-framework").is_file()
+        # Its interpreter: the venv's python links, followed inside the image, end at a file.
+        link, hops = Path("/opt/venv/bin/python"), 0
+        while (root / link.relative_to("/")).is_symlink() and hops < 10:
+            target = Path(os.readlink(root / link.relative_to("/")))
+            link, hops = (target if target.is_absolute() else link.parent / target), hops + 1
+        assert (root / link.relative_to("/")).is_file(), f"the venv's python ends at {link}, not in the image"
+        assert (root / "tmp").stat().st_mode & 0o1777 == 0o1777
+
+
+def test_dockerfile_pins_the_base_by_digest_and_installs_from_the_hash_lock():
+    text = (REPO / "Dockerfile").read_text()
+    base = re.search(r"^ARG BASE_IMAGE=(\S+)$", text, re.M)
+    assert base and re.fullmatch(r"[\w./:-]+@sha256:[0-9a-f]{64}", base.group(1)), base
+    installs = [line for line in text.splitlines() if "pip" in line and " install " in line]
+    assert installs and all("--require-hashes" in line or "--no-index" in line for line in installs), installs
+    assert "FROM scratch" in text
+    for lock in ("requirements.lock", "requirements-build.lock"):
+        locked = (REPO / lock).read_text()
+        pins = re.findall(
+            r"^([A-Za-z0-9_.-]+)==\S+ \\\n((?:\s+--hash=sha256:[0-9a-f]{64}(?: \\)?\n)+)", locked, re.M
+        )
+        names = {name for name, _ in pins}
+        # Every pin carries its hashes; no line installs anything else (a range, a URL, an -e).
+        requirements = [
+            line for line in locked.splitlines() if line and not line[0].isspace() and line[0] != "#"
+        ]
+        assert pins and len(pins) == len(requirements), (lock, len(pins), requirements)
+        if lock == "requirements.lock":
+            assert {"kubernetes", "functions-framework", "pydantic", "cloudevents"} <= names, names
+
+
 def training_irrelevant_pod_event() -> tuple[dict, bytes]:
     """A binary-mode CloudEvent as ApiServerSource sends it, about a pod no operator made."""
     pod = {
@@ -196,15 +244,25 @@ def test_serves_healthz_metrics_and_an_irrelevant_cloudevent(built, tmp_path, py
     http = requests.Session()
     http.trust_env = False  # loopback only, no proxies
     with image.working_container(TAG) as container:
+        # No `id` in the image (no coreutils): its own python says who it runs as.
         uid = subprocess.run(
-            image.run_argv(container, ["id", "-u"]), capture_output=True, text=True, timeout=120
+            image.run_argv(container, ["/opt/venv/bin/python", "-c", "import os; print(os.getuid())"]),
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert uid.returncode == 0, uid.stderr
         assert uid.stdout.strip() == built.config["User"].split(":")[0]
 
         # The image's own CMD, with PORT on a free loopback port (buildah run shares the
         # host's network) and no cluster: an irrelevant pod needs no API call.
-        argv = image.run_argv(container, built.config["Cmd"], env={"PORT": str(port), "HOST": "127.0.0.1"})
+        # No cluster here to read the sources' token keys from: anyone may send (docs/deploy.md,
+        # Sender identity); the image itself is what is tested.
+        argv = image.run_argv(
+            container,
+            built.config["Cmd"],
+            env={"PORT": str(port), "HOST": "127.0.0.1", "PODSWEEPER_AUTH": "none"},
+        )
         with log_path.open("wb") as log:
             server = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
