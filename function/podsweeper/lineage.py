@@ -21,10 +21,12 @@ FIRST_JOBSET_WITHIN_SECONDS = 2.0
 
 def made_again(job: Job, jobset: Intermediate) -> bool:
     """Whether this JobSet was made after the TrainJob's first: fresh state, the one proof that
-    a TrainJob may have been restarted (its first JobSet never was)."""
+    a TrainJob may have been restarted (its first JobSet never was). Trainer makes the first at
+    the job's creation or, for a job made suspended (Kueue's queue), at its resume."""
     if job.suspended or jobset.suspended or job.created is None or jobset.created is None:
         return False
-    return (jobset.created - job.created).total_seconds() >= FIRST_JOBSET_WITHIN_SECONDS
+    started = max(job.created, job.suspend_changed_at or job.created)
+    return (jobset.created - started).total_seconds() >= FIRST_JOBSET_WITHIN_SECONDS
 
 
 @dataclass(frozen=True)

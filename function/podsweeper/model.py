@@ -168,6 +168,9 @@ class Job:
     # The reason of the failure condition: an unsettled MPIJob's, or a Failed TrainJob's
     # (Trainer's DeadlineExceeded).
     failed_reason: str = ""
+    # A TrainJob's Suspended condition's lastTransitionTime (either status): when it was last
+    # suspended or resumed (Kueue's admission, a person's). Trainer makes its first JobSet then.
+    suspend_changed_at: datetime | None = None
 
     @property
     def ref(self) -> JobRef:

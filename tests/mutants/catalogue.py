@@ -708,4 +708,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "evidence: a store the API refuses (422) becomes ApiUnavailable, every event of the job 503",
         (RECORDS_API,),
     ),
+    Mutant(
+        "liar-first-jobset-at-resume-made-again",
+        "lineage.py",
+        "    started = max(job.created, job.suspend_changed_at or job.created)",
+        "    started = job.created",
+        "trust: a TrainJob admitted (or resumed) late gets its first JobSet then, which passes for one made "
+        "again: a claimed Failed just before it is believed, and the running job suspended",
+        (UNIT,),
+    ),
 )

@@ -379,6 +379,14 @@ def test_a_trainjob_event_claiming_failed_just_before_its_jobset_was_made(queued
     tj = v2.trainjob("tj", "team-a")
     if queued:
         tj["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "team-queue"}
+    # Trainer says when it resumed: the Suspended condition turns False then (reason Resumed).
+    resumed = {
+        "type": "Suspended",
+        "status": "False",
+        "reason": "Resumed",
+        "lastTransitionTime": stamp(at(500)),
+    }
+    tj["status"]["conditions"] = [resumed]
     js = v2.jobset(tj, "tj", "team-a", created=at(500))  # resumed at 500
     bj = v2.batch_job(js)
     pods = [v2.pod(bj, i) for i in range(2)]

@@ -9,6 +9,7 @@ here, so no rule deletes pods the operator would re-create.
 from __future__ import annotations
 
 import sys
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
@@ -165,7 +166,16 @@ def _chained_job(kind: kinds.TrainingKind, obj: JobObject) -> Job:
         failed_reason=failed_reason,
         declared_replicas=trainer.numNodes or 1,
         suspend_blocked=blocked,
+        suspend_changed_at=_suspend_changed_at(obj.status),
     )
+
+
+def _suspend_changed_at(status: JobStatus | None) -> datetime | None:
+    """When a TrainJob was last suspended or resumed: its Suspended condition's transition."""
+    times = (
+        [c.lastTransitionTime for c in (status.conditions or ()) if c.type == "Suspended"] if status else []
+    )
+    return max((t for t in times if t is not None), default=None)
 
 
 def _identity(kind: kinds.TrainingKind, obj: JobObject) -> dict[str, Any]:
