@@ -8,6 +8,7 @@ import os
 import shlex
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -122,7 +123,9 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
+    from podsweeper.cluster.base import Cluster
     from podsweeper.cluster.kube import connect
+    from podsweeper.cluster.readonly import ReadOnly
     from podsweeper.intake import parse_event
     from podsweeper.pipeline import Pipeline
     from podsweeper.report import setup_logging
@@ -136,7 +139,11 @@ def _sweep(args: argparse.Namespace) -> int:
     # PODSWEEPER_DRY_RUN=false nor a namespace's own `live` mode makes a look at a cluster delete.
     settings = load_settings(**overrides, dry_run=False)
     setup_logging()
-    pipeline = Pipeline(connect(settings, args.kubeconfig), settings, hold=not args.live)
+    cluster: Cluster = connect(settings, args.kubeconfig, make_record_key=args.live)
+    skipped: Counter[str] = Counter()
+    if not args.live:  # a look changes nothing: no Event, no record, no key written
+        cluster = ReadOnly(cluster, lambda what: skipped.update([what]))
+    pipeline = Pipeline(cluster, settings, hold=not args.live)
     attributes = {
         "id": f"cli-sweep-{int(time.time())}",
         "source": "podsweeper-cli",
@@ -155,6 +162,9 @@ def _sweep(args: argparse.Namespace) -> int:
 
         lines = preview(outcome.applied, _live_command(args), settings)
         print("\n".join(lines), file=sys.stderr)
+        if skipped:
+            held = ", ".join(f"{n} {what}{'s' if n > 1 else ''}" for what, n in sorted(skipped.items()))
+            print(f"not written (a dry run writes nothing): {held}", file=sys.stderr)
     return 0
 
 

@@ -94,6 +94,12 @@ class Settings(BaseSettings):
     delete_concurrency: int = Field(16, ge=1, le=256, description="deletes of one pass in flight at once")
     kube_api_qps: float = Field(100.0, gt=0, description="client-side rate limit on API requests, per second")
     kube_api_burst: int = Field(600, ge=1, description="requests allowed at once above the sustained rate")
+    record_key_secret: str = Field(
+        "podsweeper/podsweeper-record-key",
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$",
+        description="namespace/name of the Secret holding the key podsweeper signs its finish records with "
+        "(made on first use; only podsweeper's install may read it)",
+    )
     event_timeout_seconds: float = Field(10.0, gt=0, le=300, description="time bound per event")
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest request body accepted")
     evidence: bool = Field(True, description="keep failures' evidence in a store per job")

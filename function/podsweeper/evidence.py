@@ -47,6 +47,7 @@ class Dropped(StrEnum):
     FOREIGN = "foreign"  # a ConfigMap of that name that podsweeper did not make: left alone
     EARLIER = "earlier"  # a finish mark of an earlier job of that name, not collected yet
     REFUSED = "refused"  # the API refused it for good (413, 422: too large, invalid)
+    UNSIGNED = "unsigned"  # a finish mark with no signing key to be had (the key's Secret unreadable)
 
 
 class NotKept(Exception):

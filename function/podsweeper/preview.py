@@ -58,9 +58,7 @@ def preview(applied: Iterable[Applied], live_command: str, live: Settings) -> li
         lines.append("Held back even live (the namespace's podsweeper.dev/mode is dry-run):")
         lines += _table(objects[False], gpus[False])
     if warned:
-        lines.append(
-            f"Warning Events written: {warned} (a dry run writes them too: they change nothing else)"
-        )
+        lines.append(f"Warning Events a live sweep would write: {warned}")
     if objects[True]:
         lines.append(f"To act: {live_command}")
     return lines

@@ -25,10 +25,11 @@ from podsweeper.cluster.base import Cluster, PodPage
 from podsweeper.config import Settings
 from podsweeper.decisions import Action, Decision, Result
 from podsweeper.errors import ApiUnavailable
+from podsweeper.lineage import made_again
 from podsweeper.model import Intermediate, Job, JobRef, Node, Pod
 from podsweeper.namespaces import Resolved
 from podsweeper.ownership import controlled_by, has_current_labels, intermediate_job
-from podsweeper.passes import JobPassRunner, made_again, stamped
+from podsweeper.passes import JobPassRunner, stamped
 from podsweeper.policy import Mode
 from podsweeper.triage import JobPass, PassReason, in_scope
 

@@ -17,7 +17,7 @@ from kubernetes import client
 
 from podsweeper import evidence, kinds
 from podsweeper.cluster.kube import KubeCluster, load_api
-from podsweeper.cluster.kube.records import EVIDENCE_KEY, FINISH_MARK_LABEL, finish_mark_name
+from podsweeper.cluster.kube.records import EVIDENCE_KEY, FINISH_MARK_LABEL, finish_mark_name, sign
 from podsweeper.config import Settings
 from podsweeper.evidence import CONFIGMAP_DATA_LIMIT, MAX_CONTAINERS, STORE_BUDGET, decode, encode, store_name
 from podsweeper.keeper import EvidenceKeeper
@@ -188,11 +188,36 @@ def test_a_finish_mark_made_before_its_job_does_not_count(cluster, operator, cor
     time.sleep(1.1)  # creationTimestamp has whole seconds: the job's comes at least 1 s later
     job = operator.create_job(name="tj")
     ref = ref_of(job)
+    # Signed with podsweeper's own key (as a mark of an earlier job of the name would be):
+    # label, owner and signature alone would let it count.
+    data = {"condition": "Failed", "at": "", "top_uid": "planted"}
+    signature = sign(cluster._record_key(), ref, data)
     core.patch_namespaced_config_map(
-        finish_mark_name("tj"), namespace, {"metadata": {"ownerReferences": [owner_reference(job)]}}
+        finish_mark_name("tj"),
+        namespace,
+        {"metadata": {"ownerReferences": [owner_reference(job)]}, "data": {"signature": signature}},
     )
-    assert cluster.read_finish_mark(ref) is not None  # label and owner alone would let it count
+    assert cluster.read_finish_mark(ref) is not None
     assert cluster.read_finish_mark(ref, created_of(job)) is None
+
+
+def test_a_finish_mark_podsweeper_did_not_sign_counts_for_nothing(cluster, operator, core, namespace):
+    """Made after the job, with podsweeper's label and the job as owner: all a user who may
+    create ConfigMaps in the namespace can write. Without podsweeper's signature (none, one of
+    another key, one of another job's mark) it is not podsweeper's record."""
+    job = operator.create_job(name="tj")
+    ref = ref_of(job)
+    other = ref_of(operator.create_job(name="other"))
+    data = {"condition": "Failed", "at": "", "top_uid": "planted"}
+    for signature in ("", sign(b"another key", ref, data), sign(cluster._record_key(), other, data)):
+        planted = mark_configmap("tj", True, [owner_reference(job)])
+        planted["data"]["signature"] = signature
+        core.create_namespaced_config_map(namespace, planted)
+        assert cluster.read_finish_mark(ref, created_of(job)) is None
+        core.delete_namespaced_config_map(finish_mark_name("tj"), namespace)
+    own = FinishMark("Failed", None, "planted")
+    cluster.write_finish_mark(ref, own)
+    assert cluster.read_finish_mark(ref, created_of(job)) == own
 
 
 def test_podsweepers_own_finish_mark_counts_for_its_job(cluster, operator, namespace):

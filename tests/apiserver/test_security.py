@@ -1097,3 +1097,53 @@ def test_the_podsweeper_namespace_enforces_restricted_and_the_function_pod_passe
         weaker["spec"]["containers"][0]["securityContext"].pop("seccompProfile")
         answer = admin.post(path, params=DRY, json=weaker)
         assert answer.status_code == 403 and "violates PodSecurity" in answer.text, (name, answer.text[:300])
+
+
+def test_the_record_key_is_the_one_secret_the_function_may_read_and_only_in_its_own_namespace(
+    control_plane, admin_api, namespace
+):
+    """The Role beside the ClusterRole: the key finish records are signed with, read by name and
+    made on first use in podsweeper's namespace; no other Secret there, no Secret elsewhere, no
+    listing (which would show every Secret's value)."""
+    admin = session(control_plane, "admin")
+    url = control_plane.url
+    for ns in ("podsweeper", namespace):
+        admin.post(
+            f"{url}/api/v1/namespaces/{ns}/secrets",
+            json={"metadata": {"name": "other"}, "stringData": {"k": SECRET}},
+        ).raise_for_status()
+    probe = Prober(control_plane)
+    own = "/api/v1/namespaces/podsweeper/secrets"
+    key = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "podsweeper-record-key"}, "data": {}}
+    existing = admin.get(f"{url}{own}/podsweeper-record-key")
+    if existing.status_code == 200:  # made by an earlier test's function: put back after
+        admin.delete(f"{url}{own}/podsweeper-record-key").raise_for_status()
+    try:
+        _probe_the_record_key(probe, own, key, namespace)
+    finally:
+        admin.delete(f"{url}{own}/podsweeper-record-key")
+        admin.delete(f"{url}{own}/other").raise_for_status()
+        if existing.status_code == 200:
+            kept = existing.json()
+            body = {"metadata": {"name": "podsweeper-record-key"}, "data": kept.get("data") or {}}
+            admin.post(f"{url}{own}", json=body).raise_for_status()
+
+
+def _probe_the_record_key(probe: Prober, own: str, key: dict, namespace: str) -> None:
+    assert probe.ask("create", "POST", own, json=key)
+    assert probe.ask("get", "GET", f"{own}/podsweeper-record-key")
+    for verb, method, path in (
+        ("get", "GET", f"{own}/other"),
+        ("list", "GET", own),
+        ("update", "PUT", f"{own}/podsweeper-record-key"),
+        ("delete", "DELETE", f"{own}/podsweeper-record-key"),
+        ("get", "GET", f"/api/v1/namespaces/{namespace}/secrets/podsweeper-record-key"),
+        ("create", "POST", f"/api/v1/namespaces/{namespace}/secrets"),
+    ):
+        kw = (
+            {"json": {**key, "metadata": {"name": "podsweeper-record-key"}}}
+            if method in ("PUT", "POST")
+            else {}
+        )
+        assert not probe.ask(verb, method, path, **kw), f"{method} {path} allowed"
+    assert probe.problems == []

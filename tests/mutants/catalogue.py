@@ -717,4 +717,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "again: a claimed Failed just before it is believed, and the running job suspended",
         (UNIT,),
     ),
+    Mutant(
+        "finish-mark-signature-unchecked",
+        "cluster/kube/records.py",
+        "        if key is None or not hmac.compare_digest(signature, sign(key, job, fields)):",
+        "        if key is None:",
+        "trust: a finish mark anyone may plant (podsweeper's label, the job as owner) counts without "
+        "podsweeper's signature, and a running TrainJob whose JobSet was made again is suspended",
+        (RECORDS_API,),
+    ),
 )

@@ -89,6 +89,9 @@ the Deployment names it.
     # function's default names them in podsweeper; docs/deploy.md, Sender identity).
     - name: PODSWEEPER_AUTH_SUBJECTS
       value: "system:serviceaccount:{{ .Release.Namespace }}:podsweeper-oidc-sources.knative.dev-apiserversource,system:serviceaccount:{{ .Release.Namespace }}:podsweeper-sweep-oidc-sources.knative.dev-pingsource"
+    # The finish records' signing key is kept in the release's namespace (Role podsweeper-record-key).
+    - name: PODSWEEPER_RECORD_KEY_SECRET
+      value: "{{ .Release.Namespace }}/podsweeper-record-key"
     {{- end }}
   resources:
     requests:

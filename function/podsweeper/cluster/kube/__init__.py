@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from kubernetes import client
 
+from podsweeper.cluster.kube.calls import Keyring
 from podsweeper.cluster.kube.reads import Reads
 from podsweeper.cluster.kube.records import Records
 from podsweeper.cluster.kube.transport import Api, load_configuration
@@ -43,8 +44,11 @@ def load_api_client(kubeconfig: str | None = None, connections: int | None = Non
     return client.ApiClient(configuration)
 
 
-def connect(settings: Settings, kubeconfig: str | None = None) -> KubeCluster:
+def connect(settings: Settings, kubeconfig: str | None = None, make_record_key: bool = True) -> KubeCluster:
     """The real cluster as the settings say: pool sized for the concurrent deletes, one rate
-    limiter for every request this instance makes."""
+    limiter for every request this instance makes. `make_record_key` False: the finish records'
+    signing key is only read, never made (a read-only look)."""
     api = load_api(kubeconfig, connections=settings.delete_concurrency + 4)
-    return KubeCluster(api, limiter=RateLimiter(settings.kube_api_qps, settings.kube_api_burst))
+    limiter = RateLimiter(settings.kube_api_qps, settings.kube_api_burst)
+    keyring = Keyring(settings.record_key_secret, make=make_record_key)
+    return KubeCluster(api, limiter=limiter, keyring=keyring)

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Self, TypeVar
 from urllib.parse import quote
 
@@ -100,17 +101,31 @@ class Refused(Exception):
 
 
 @dataclass
+class Keyring:
+    """Where the signing key of podsweeper's finish records is kept (a Secret: namespace/name),
+    and the key once read; `retry_at`: when to ask again after it could not be had."""
+
+    secret: str = "podsweeper/podsweeper-record-key"
+    make: bool = True  # made when missing (False: a read-only look makes nothing)
+    key: bytes | None = None
+    retry_at: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+
+@dataclass
 class Calls:
     """The connection, the deadline and the rate limiter every request of the client shares."""
 
     api: Api
     deadline: float | None = None  # time.monotonic() value; None = unbounded (CLI sweep)
     limiter: RateLimiter | None = None  # shared by every view of this cluster
+    # The key podsweeper's finish records are signed with (records.py), shared by every view.
+    keyring: Keyring = field(default_factory=Keyring)
 
     def bounded(self, deadline: float) -> Self:
         """A view of this cluster whose calls all end by `deadline` (shares the connection pool)."""
         view = type(self).__new__(type(self))
-        view.api, view.deadline, view.limiter = self.api, deadline, self.limiter
+        view.api, view.deadline, view.limiter, view.keyring = self.api, deadline, self.limiter, self.keyring
         return view
 
     def _timeout(self) -> float:

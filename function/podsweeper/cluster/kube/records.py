@@ -8,11 +8,23 @@ podsweeper's own are told by its label (the job's name) and an ownerReference to
 ConfigMap of the same name without them is someone else's: never read as a record, never
 replaced (logged and counted: podsweeper_records_dropped_total). A finish mark counts only
 if it is podsweeper's, this job's, and not older than the job.
+
+A label and an ownerReference can be written by anyone who may create a ConfigMap in the
+namespace, and a finish mark can make podsweeper suspend a TrainJob: so each mark is signed
+(HMAC-SHA256 over the job's namespace, name and uid and what the mark says) with a key kept in
+a Secret of podsweeper's own namespace (`PODSWEEPER_RECORD_KEY_SECRET`), made on first use. A
+mark whose signature does not hold is not podsweeper's. Without the key (its Secret cannot be
+read or made) no mark is written or believed: the restarts it would show go unseen.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
+import secrets
+import time
 from datetime import datetime
 from enum import Enum
 from typing import Any
@@ -87,7 +99,66 @@ def finish_mark_name(job_name: str) -> str:
     return f"podsweeper-finished-{job_name}"[:253]
 
 
+SIGNATURE_KEY = "signature"
+KEY_FIELD = "key"
+KEY_RETRY_SECONDS = 60.0  # a key that could not be had is asked for again after this
+
+
+def _signed_text(job: JobRef, data: dict[str, str]) -> bytes:
+    """What a finish mark's signature covers: whose it is (the job's uid too) and all it says."""
+    parts = (job.namespace, job.name, job.uid or "", data["condition"], data["at"], data["top_uid"])
+    return "\n".join(parts).encode()
+
+
+def sign(key: bytes, job: JobRef, data: dict[str, str]) -> str:
+    return hmac.new(key, _signed_text(job, data), hashlib.sha256).hexdigest()
+
+
 class Records(Calls):
+    def _record_key(self) -> bytes | None:
+        """The key finish marks are signed with: read from its Secret, made there (random) on
+        first use; None when neither can be done (asked again after KEY_RETRY_SECONDS)."""
+        ring = self.keyring
+        with ring.lock:
+            if ring.key is not None or time.monotonic() < ring.retry_at:
+                return ring.key
+            namespace, name = ring.secret.split("/", 1)
+            path = core_path("secrets", namespace, name)
+            what = f"read the record key {ring.secret}"
+            try:
+                found = self._call(what, "GET", path, conflicts=(401, 403))
+                if found is None and ring.make:
+                    key = base64.b64encode(secrets.token_bytes(32)).decode()
+                    secret = {
+                        "apiVersion": "v1",
+                        "kind": "Secret",
+                        "metadata": {"name": name, "namespace": namespace},
+                        "type": "Opaque",
+                        "data": {KEY_FIELD: base64.b64encode(key.encode()).decode()},
+                    }
+                    try:
+                        self._request(
+                            what,
+                            "POST",
+                            core_path("secrets", namespace),
+                            body=secret,
+                            conflicts=(401, 403, 404, 409),
+                        )
+                    except Refused as refused:
+                        if refused.status != 409:  # made by another instance meanwhile: read it
+                            raise
+                    found = self._call(what, "GET", path, conflicts=(401, 403))
+                encoded = ((found or {}).get("data") or {}).get(KEY_FIELD)
+                ring.key = base64.b64decode(encoded) if encoded else None
+            except (Refused, ValueError):
+                ring.key = None
+            if ring.key is None:
+                ring.retry_at = time.monotonic() + KEY_RETRY_SECONDS
+                metrics.record_dropped(
+                    "record-key", Dropped.UNSIGNED, namespace, name, f"{what}: not to be had"
+                )
+            return ring.key
+
     def read_finish_mark(self, job: JobRef, created: datetime | None = None) -> FinishMark | None:
         name = finish_mark_name(job.name)
         if not can_exist(job.namespace, name):
@@ -104,6 +175,11 @@ class Records(Calls):
             return None  # none, an earlier job's of the same name (not yet collected), or not podsweeper's
         if predates(body, created):
             return None  # made before the job: planted, whatever its label and owner say
+        key = self._record_key()
+        fields = {k: str(data.get(k, "")) for k in ("condition", "at", "top_uid")}
+        signature = str(data.get(SIGNATURE_KEY, ""))
+        if key is None or not hmac.compare_digest(signature, sign(key, job, fields)):
+            return None  # not signed with podsweeper's key: planted, whatever else it says
         try:
             at = datetime.fromisoformat(data["at"]) if data.get("at") else None
         except ValueError:
@@ -118,6 +194,10 @@ class Records(Calls):
         }
         what = f"write finish mark of {job.namespace}/{job.name}"
         name = finish_mark_name(job.name)
+        key = self._record_key()
+        if key is None:
+            return  # said and counted by _record_key: a mark nobody can check is not written
+        data[SIGNATURE_KEY] = sign(key, job, data)
         if self._write_owned(job, name, FINISH_MARK_LABEL, data, what):
             return
         # One is there already: this finish replaces podsweeper's mark of this job (at the
