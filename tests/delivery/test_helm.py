@@ -312,6 +312,24 @@ def test_function_settings_accept_the_chart_env(case, monkeypatch):
     assert settings.namespace_set == {"team-a", "team-b"} and not settings.excluded_namespace_set
 
 
+@pytest.mark.parametrize("sender_identity, auth", [(True, "oidc"), (False, "none")])
+def test_sender_identity_off_lets_the_function_take_unsigned_events(sender_identity, auth, monkeypatch):
+    """A cluster without Eventing's authentication-oidc turns it off, or every event gets 401."""
+    from podsweeper.config import ENV_PREFIX, load_settings
+
+    (workload,) = [
+        o
+        for o in template(CHART, {"senderIdentity": sender_identity, "serving": "deployment"})
+        if o["kind"] == "Deployment"
+    ]
+    for name in list(os.environ):
+        if name.startswith(ENV_PREFIX):
+            monkeypatch.delenv(name)
+    for name, value in env_of(workload["spec"]["template"]["spec"]["containers"][0]).items():
+        monkeypatch.setenv(name, value)
+    assert load_settings().auth.value == auth
+
+
 # --- the chart's own documents ---------------------------------------------------------------
 
 

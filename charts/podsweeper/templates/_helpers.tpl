@@ -84,6 +84,11 @@ the Deployment names it.
     - name: PODSWEEPER_STUCK_TERMINATING_SECONDS
       value: {{ .Values.stuckTerminating.seconds | int64 | quote }}
     {{- end }}
+    {{- if not .Values.senderIdentity }}
+    # senderIdentity: false: a cluster without Knative Eventing's authentication-oidc.
+    - name: PODSWEEPER_AUTH
+      value: "none"
+    {{- end }}
     {{- if ne .Release.Namespace "podsweeper" }}
     # Sender identity: the sources' OIDC ServiceAccounts are in the release's namespace (the
     # function's default names them in podsweeper; docs/deploy.md, Sender identity).
