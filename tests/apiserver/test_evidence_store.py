@@ -30,6 +30,11 @@ ONE_MIB = 1024 * 1024
 
 
 @pytest.fixture
+def core(admin_api):
+    return client.CoreV1Api(admin_api)
+
+
+@pytest.fixture
 def cluster(control_plane):
     return KubeCluster(load_api(str(control_plane.function_kubeconfig)))
 
@@ -37,11 +42,6 @@ def cluster(control_plane):
 @pytest.fixture
 def operator(admin_api, namespace):
     return Operator(admin_api, namespace)
-
-
-@pytest.fixture
-def core(admin_api):
-    return client.CoreV1Api(admin_api)
 
 
 def ref_of(job: dict) -> JobRef:

@@ -195,23 +195,9 @@ def dropped(record: str, reason: str) -> float:
     )
 
 
-class Store(SimulatedCluster):
-    def __post_init__(self):
-        super().__post_init__()
-        self.calls: list[str] = []
-
-    def read_evidence(self, job):
-        self.calls.append("read")
-        return super().read_evidence(job)
-
-    def write_evidence(self, job, records, version):
-        self.calls.append("write")
-        return super().write_evidence(job, records, version)
-
-
 def test_a_store_the_api_refuses_is_logged_counted_remembered_and_no_503(monkeypatch, caplog):
     monkeypatch.setattr(evidence, "STORE_BUDGET", 4 * CONFIGMAP_DATA_LIMIT)  # as if unbounded
-    cluster, keeper = Store(), EvidenceKeeper(Settings())
+    cluster, keeper = Counting(), EvidenceKeeper(Settings())
     before = dropped("evidence", "refused")
     with caplog.at_level(logging.WARNING, logger="podsweeper.records"):
         for restarts in range(1, 8):
@@ -225,7 +211,7 @@ def test_a_store_the_api_refuses_is_logged_counted_remembered_and_no_503(monkeyp
 
 
 def test_within_the_budget_the_same_job_is_never_refused():
-    cluster, keeper = Store(), EvidenceKeeper(Settings())
+    cluster, keeper = Counting(), EvidenceKeeper(Settings())
     before = dropped("evidence", "refused")
     for restarts in range(1, 13):
         keeper.keep(cluster, JOB, [run(c, restarts) for c in range(MAX_CONTAINERS)], read_logs=False)
@@ -236,7 +222,7 @@ def test_within_the_budget_the_same_job_is_never_refused():
 
 
 def test_a_configmap_at_the_stores_name_that_is_not_podsweepers_is_left_and_counted():
-    cluster, keeper = Store(), EvidenceKeeper(Settings())
+    cluster, keeper = Counting(), EvidenceKeeper(Settings())
     cluster.foreign_stores.add(("default", store_name("big")))
     before = dropped("evidence", "foreign")
     assert keeper.keep(cluster, JOB, [run(0, 1)], read_logs=False) == 1
@@ -318,7 +304,7 @@ def test_a_namespace_can_only_narrow_log_text_never_widen_it():
 def test_the_keeper_reads_the_namespace_policy_to_strip_text():
     """The keeper, given a policy that turns text off, keeps the run and drops its text even
     when the global settings would have kept it (after_acting: logs read before)."""
-    cluster = Store()
+    cluster = Counting()
     off = resolve(Settings(), "default", {"podsweeper.dev/evidence-logs": "off"})
     keeper = EvidenceKeeper(Settings(), lambda _cluster, _namespace: off)
     keeper.keep(cluster, JOB, [run(0, 1)], read_logs=False)
@@ -369,5 +355,5 @@ def test_a_simulated_cluster_takes_the_jobs_creation_time():
 
 
 def test_the_drop_reasons_are_a_bounded_label_set():
-    assert {r.value for r in evidence.Dropped} == {"foreign", "earlier", "refused"}
+    assert {r.value for r in evidence.Dropped} == {"foreign", "earlier", "refused", "unsigned"}
     assert event and at  # the builders the other evidence tests share are importable here
