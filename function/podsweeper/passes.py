@@ -49,8 +49,8 @@ def finish_seen(job: Job, jobset: Intermediate | None, claimed: datetime | None)
     new one: under JobSet ttlSecondsAfterFinished 0 a TrainJob is Failed for ~50 ms, and the pass
     of that event can read it after (measured). Failed is the only finish it erases. The event
     is a claim: anyone who can reach the function can send one, with the job's real uid. So the
-    erasure is believed only on the job's own JobSet, read now: the one it failed with, ended or
-    on its way out; or one made again (not the job's first) at or after the claimed finish and
+    erasure is believed only on the job's own JobSet, read now: the one it failed with, ended
+    (a JobSet only being deleted proves nothing: a person may delete a running one); or one made again (not the job's first) at or after the claimed finish and
     within ERASED_WITHIN_SECONDS of it. A running job's first JobSet corroborates nothing, nor
     does no JobSet at all (a restart in that window goes unseen: a missed act, never a wrong one)."""
     if job.finished is not None:
@@ -64,7 +64,7 @@ def finish_seen(job: Job, jobset: Intermediate | None, claimed: datetime | None)
     if claimed is None or jobset is None or not controlled_by(jobset.controller, job.kind.kind, job.uid):
         return None
     failed = job.kind.finished_conditions[-1]
-    if jobset.terminating or jobset.finished:  # the JobSet it failed with, on its way out
+    if jobset.finished is not None:  # the JobSet it finished with, ended (maybe on its way out)
         return FinishMark(failed, None, jobset.uid)
     if jobset.created is None or not made_again(job, jobset):
         return None

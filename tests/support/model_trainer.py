@@ -227,6 +227,10 @@ class ChainPodSpec(PodSpec):
 # -- stories --------------------------------------------------------------------------------
 
 
+# Trainer makes a TrainJob's first JobSet within ~0.1 s of the job (or of its resume): measured.
+FIRST_JOBSET_WITHIN_SECONDS = 2
+
+
 class _Story:
     """One story's events as (seconds after T0, verb, spec), each object's in time order."""
 
@@ -373,6 +377,13 @@ def trainer_line(draw, index: int, taken: frozenset = frozenset()) -> list[tuple
         js, jobs, pods = left, [], []
         if left is None:
             js_created = created if draw(st.integers(0, 3)) == 0 else T0 + timedelta(seconds=t)
+            if shown and (js_created - created).total_seconds() >= FIRST_JOBSET_WITHIN_SECONDS:
+                # Trainer makes a TrainJob's first JobSet as it is made, or as it is resumed
+                # (Kueue's admission, a person's): a first JobSet made later was made at a resume,
+                # and the TrainJob's Suspended condition says when (turned False, reason Resumed).
+                resumed = (*tj.conditions, ("Suspended", "False", js_created))
+                t = story.change(t, tj, conditions=resumed)
+                tj = story.latest[tj.uid]
             owner = OwnerSpec(fixtures.TRAINER, "TrainJob", name, tj.uid, True)
             js, jobs, pods = _jobset(
                 draw, story, ns, name, f"js-{index}-{life}-0", owner, t + draw(st.integers(0, 5)), js_created
@@ -393,10 +404,12 @@ def trainer_line(draw, index: int, taken: frozenset = frozenset()) -> list[tuple
         if draw(st.integers(0, 2)) > 0:  # it finishes
             t += draw(st.integers(5, 300))
             # The finish, as its condition's lastTransitionTime says: maybe a while before the
-            # update shows it, never before the TrainJob ran a few seconds nor before its JobSet.
+            # update shows it, never before the TrainJob ran a few seconds (since it was made or
+            # resumed) nor before its JobSet.
+            ran_from = max([created, *(at for c, _, at in tj.conditions if c == "Suspended")])
             finished_at = max(
                 T0 + timedelta(seconds=t - draw(st.sampled_from([0, 0, 5, 60]))),
-                created + timedelta(seconds=5),
+                ran_from + timedelta(seconds=5),
                 js.created if js is not None and js.created is not None else created,
             )
             t = max(t, _seconds(finished_at))
@@ -407,6 +420,7 @@ def trainer_line(draw, index: int, taken: frozenset = frozenset()) -> list[tuple
                 (c, "False", finished_at) for c in FINISHED_KINDS if c != how and draw(st.booleans())
             )
             conditions = (("Created", "True", created), (how, "True", finished_at)) + other
+            conditions += tuple(c for c in tj.conditions if c[0] == "Suspended")  # kept as it was
             # A Failed one with a deadline failed at it (Trainer's one JobSet delete may have
             # failed, kubeflow/trainer#3833: its pods may run on); without one, for another reason.
             reason = "DeadlineExceeded" if how == "Failed" and tj.active_deadline is not None else ""
