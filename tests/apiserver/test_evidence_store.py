@@ -244,3 +244,22 @@ def test_a_long_job_name_cut_for_the_label_still_gets_its_records(cluster, opera
     assert cluster.write_evidence(ref, [{"pod": "p", "container": "c", "restart_count": 1}], None)
     records, _ = cluster.read_evidence(ref)
     assert records == [{"pod": "p", "container": "c", "restart_count": 1}]
+
+
+def test_podsweeper_evidence_shows_a_jobs_store_by_its_name_alone(
+    cluster, operator, namespace, capsys, control_plane
+):
+    """What a person runs: `podsweeper evidence NS/JOB` names neither the kind nor the uid; the
+    store podsweeper keeps for the job of that name is shown (it was once read as an earlier
+    job's, and shown empty)."""
+    import json as json_
+
+    from podsweeper.cli import main
+
+    job = operator.create_job(name="shown")
+    record = {"pod": "shown-worker-0", "container": "pytorch", "restart_count": 1, "exit_code": 1}
+    assert cluster.write_evidence(ref_of(job), [record], None)
+    kubeconfig = str(control_plane.admin_kubeconfig)
+    assert main(["evidence", f"{namespace}/shown", "--json", "--kubeconfig", kubeconfig]) == 0
+    shown = [json_.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["pod"], r["exit_code"]) for r in shown] == [("shown-worker-0", 1)]

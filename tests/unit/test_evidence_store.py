@@ -341,6 +341,23 @@ def test_whose_a_configmap_is(body, expected):
     assert whose(body, JOB, FINISH_MARK_LABEL) is expected
 
 
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (configmap(EVIDENCE_LABEL, [OWNER]), Whose.THIS_JOB),
+        (configmap(EVIDENCE_LABEL, [{**OWNER, "kind": "TrainJob", "uid": "tj-uid"}]), Whose.THIS_JOB),
+        (configmap(None, [OWNER]), Whose.FOREIGN),
+        (configmap(EVIDENCE_LABEL, []), Whose.FOREIGN),
+        (configmap(EVIDENCE_LABEL, [{**OWNER, "name": "other"}]), Whose.FOREIGN),
+    ],
+)
+def test_a_read_by_name_alone_finds_the_store_of_whichever_job_of_the_name(body, expected):
+    """`podsweeper evidence NS/JOB`: a person names the job, not its kind or uid; the store of
+    the job of that name (whatever its kind) is podsweeper's, a ConfigMap without its label not."""
+    by_name = JobRef(kinds.TRAINING_KINDS[0], "default", "big")
+    assert whose(body, by_name, EVIDENCE_LABEL) is expected
+
+
 def test_a_mark_made_before_its_job_is_not_the_jobs():
     body = configmap(FINISH_MARK_LABEL, [OWNER], created="2025-01-01T00:00:10Z")
     assert predates(body, datetime(2025, 1, 1, 0, 0, 11, tzinfo=UTC))

@@ -58,7 +58,9 @@ def whose(body: dict[str, Any], job: JobRef, label: str) -> Whose:
     owners = [o for o in metadata.get("ownerReferences") or [] if isinstance(o, dict)]
     if (metadata.get("labels") or {}).get(label) != label_value(job.name):
         return Whose.FOREIGN
-    if job.uid and any(o.get("uid") == job.uid for o in owners):
+    if not job.uid:  # a person's read by name (`podsweeper evidence`): whichever job of the name owns it
+        return Whose.THIS_JOB if any(o.get("name") == job.name for o in owners) else Whose.FOREIGN
+    if any(o.get("uid") == job.uid for o in owners):
         return Whose.THIS_JOB
     if owners and all((o.get("kind"), o.get("name")) == (job.kind.kind, job.name) for o in owners):
         return Whose.EARLIER_JOB
