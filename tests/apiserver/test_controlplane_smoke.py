@@ -105,7 +105,14 @@ def test_pytorchjob_round_trip_uses_the_real_schema(admin_api, namespace):
 
 
 def test_function_can_do_its_job(admin_api, function_api, namespace):
-    client.CoreV1Api(admin_api).create_namespaced_pod(namespace, pod("worker-0"))
+    worker = pod(
+        "worker-0"
+    )  # a training pod, by the operator's labels (the admission policy deletes no other)
+    worker["metadata"]["labels"] = {
+        "training.kubeflow.org/job-name": "job",
+        "training.kubeflow.org/operator-name": "pytorchjob-controller",
+    }
+    client.CoreV1Api(admin_api).create_namespaced_pod(namespace, worker)
     client.CustomObjectsApi(admin_api).create_namespaced_custom_object(
         "kubeflow.org", "v1", namespace, "pytorchjobs", pytorchjob("job")
     )
@@ -118,8 +125,14 @@ def test_function_can_do_its_job(admin_api, function_api, namespace):
     event = core.create_namespaced_event(
         namespace,
         {
+            # About a job, as podsweeper's Events are (its admission policy refuses any other).
             "metadata": {"name": "worker-0.cleanup"},
-            "involvedObject": {"kind": "Pod", "name": "worker-0", "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": "kubeflow.org/v1",
+                "kind": "PyTorchJob",
+                "name": "worker",
+                "namespace": namespace,
+            },
             "reason": "OrphanPodDeleted",
             "message": "smoke test",
             "type": "Normal",
