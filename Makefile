@@ -28,13 +28,21 @@ $(FULL_STAMP): pyproject.toml requirements.lock | $(VENV)/bin/python
 demo: $(UNIT_STAMP)
 	$(VENV)/bin/podsweeper replay tests/fixtures/seed-experiment-1.jsonl tests/fixtures/seed-experiment-2.jsonl
 
+## The property tests draw derandomized examples, meant to be the same on every run; but what the
+## generator draws still depends on Python's per-process hash randomization (its case counts
+## differ from one hash seed to the next: a set is iterated somewhere), so the main run fixes the
+## hash seed as well (`make fresh` and the mutant sample still vary it).
+## Measured: the generator's coverage test failed for 3 of 20 hash seeds (1 to 20), and already
+## before the trust changes for one of the three tried there.
+DERANDOMIZED := PYTHONHASHSEED=0
+
 ## Everything, lint first (fails fast): the five rungs below in one pytest run, cheapest first
 ## (pyproject.toml's testpaths; one run, so the figures page gets the replay and apiserver
 ## figures together); then the figures page, a run on fresh random worlds, and a sample of the
 ## seeded bugs drawn anew each run (the whole sweep is `make mutants`).
 test: $(FULL_STAMP)
 	$(MAKE) --no-print-directory lint
-	$(PY) -m pytest
+	$(DERANDOMIZED) $(PY) -m pytest
 	$(PY) -m tests.support.figures --update
 	$(MAKE) --no-print-directory fresh
 	$(MAKE) --no-print-directory mutants-sample
@@ -53,7 +61,7 @@ unit: $(UNIT_STAMP)
 
 ## replay: pure but slow, the property tests over generated worlds.
 replay: $(UNIT_STAMP)
-	$(PY) -m pytest tests/replay
+	$(DERANDOMIZED) $(PY) -m pytest tests/replay
 
 ## apiserver: the real kube-apiserver (built from Go modules on first use): every API call, faults,
 ## fuzz, security.
