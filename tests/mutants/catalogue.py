@@ -284,14 +284,6 @@ MUTANTS: tuple[Mutant, ...] = (
         (PROPERTY,),
     ),
     Mutant(
-        "known-bug-3-real-finish-mark-by-name",
-        "cluster/kube/records.py",
-        '        if not data.get("condition") or whose(body, job, FINISH_MARK_LABEL) is not Whose.THIS_JOB:',
-        '        if not data.get("condition"):',
-        "KNOWN BUG 3 in the real client: the finish mark of an earlier TrainJob of the name counts",
-        (REAL_API,),
-    ),
-    Mutant(
         "known-bug-4-terminating-jobset-parent",
         "sweep.py",
         "            if not jobset.terminating:  # a terminating JobSet controls nothing the pass would spare\n"
