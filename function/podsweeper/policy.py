@@ -39,13 +39,6 @@ class Mode(StrEnum):
     LIVE = "live"
 
 
-class Origin(StrEnum):
-    """Where a setting in force came from."""
-
-    GLOBAL = "global"  # the PODSWEEPER_* variable (or its default)
-    NAMESPACE = "namespace"  # the Namespace's podsweeper.dev/ annotation
-
-
 class Knob(StrEnum):
     """What a namespace may set: its annotation is podsweeper.dev/<value>."""
 
@@ -99,9 +92,6 @@ class NamespacePolicy:
             Knob.EVIDENCE_LOGS: "on" if self.evidence_logs else "off",
         }
         return values[knob]
-
-    def origin(self, knob: Knob) -> Origin:
-        return Origin.NAMESPACE if knob in self.from_namespace else Origin.GLOBAL
 
     def applied(self, knobs: Iterable[Knob] = ()) -> dict[str, dict[str, str]]:
         """The mode and `knobs` as in force, each with where it came from (log lines, CloudEvents)."""

@@ -48,7 +48,9 @@ def selected(watch: dict) -> dict[kinds.TrainingKind, str]:
     chosen = {}
     for kind in kinds.TRAINING_KINDS:
         if len(kind.versions) > 1:
-            assert kind.kind in VERSION_SWITCH, f"{kind.kind} is served at {kind.versions}: which value picks one?"
+            assert kind.kind in VERSION_SWITCH, (
+                f"{kind.kind} is served at {kind.versions}: which value picks one?"
+            )
             version = watch[VERSION_SWITCH[kind.kind]]
             if version != "none":
                 chosen[kind] = version
@@ -128,7 +130,9 @@ def test_the_roles_grant_every_kind_and_link_their_verbs(case, side):
     objects = install(case, side)
     function = training_rules(objects[("ClusterRole", "podsweeper")])
     source = training_rules(objects[("ClusterRole", "podsweeper-source")])
-    everything = [(k.group, k.plural) for k in kinds.TRAINING_KINDS] + [(x.group, x.plural) for x in kinds.LINKS]
+    everything = [(k.group, k.plural) for k in kinds.TRAINING_KINDS] + [
+        (x.group, x.plural) for x in kinds.LINKS
+    ]
     assert set(function) == set(everything), f"{case} ({side}): the function's ClusterRole"
     assert set(source) == set(everything), f"{case} ({side}): the source's ClusterRole"
     for kind in kinds.TRAINING_KINDS:
@@ -202,7 +206,9 @@ def test_the_admission_policy_judges_every_kinds_writes(case, side):
     }, f"{case} ({side}): the kinds an Event may be about"
     (suspend,) = [e for m, e in expressions.items() if m.startswith("podsweeper may change a training job")]
     groups = re.search(r"request\.resource\.group in \[([^\]]*)\]", suspend)
-    assert groups is not None and set(re.findall(r"'([^']+)'", groups[1])) == {k.group for k in kinds.TRAINING_KINDS}
+    assert groups is not None and set(re.findall(r"'([^']+)'", groups[1])) == {
+        k.group for k in kinds.TRAINING_KINDS
+    }
     # Where the switch is: spec.suspend for the groups the policy names, else spec.runPolicy.suspend.
     spec_suspend = set(re.findall(r"request\.resource\.group == '([^']+)'", expressions["switchKey"]))
     for kind in kinds.TRAINING_KINDS:

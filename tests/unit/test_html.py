@@ -20,6 +20,11 @@ SEED_2 = str(FIXTURES / "seed-experiment-2.jsonl")
 HOSTILE = "<script>alert(1)</script>"
 
 
+def pods_of(view) -> list:
+    """A job view's pod rows (its rows[0] is the job's own)."""
+    return [row for row in view.rows[1:] if row.kind == "Pod"]
+
+
 def fixture_pods(path: str) -> set[str]:
     names = set()
     for line in Path(path).read_text().splitlines():
@@ -83,8 +88,8 @@ def test_seed_experiment_2_page_names_every_pod_and_every_rule():
 def test_model_of_seed_experiment_2():
     model = build(replay([SEED_2], Settings(dry_run=False)))
     (pytest_job,) = model.jobs
-    assert [s.label for s in pytest_job.job_row.spans] == ["created", "running", "finished: Succeeded"]
-    rows = {row.label: row for row in pytest_job.pod_rows}
+    assert [s.label for s in pytest_job.rows[0].spans] == ["created", "running", "finished: Succeeded"]
+    rows = {row.label: row for row in pods_of(pytest_job)}
     assert sorted(rows) == sorted(fixture_pods(SEED_2))
     worker = rows["pytest-worker-0"]
     assert worker.spans[-1].end is not None  # ended where podsweeper deleted it
@@ -179,12 +184,12 @@ def test_job_states_suspended_by_podsweeper_then_watched_suspended_and_deleted(t
     run = replay([str(path)], Settings(dry_run=False, crashloop_action="suspend"))
     (view,) = build(run).jobs
     # podsweeper suspends it at 60s (the watch confirms at 90s: same state), then it is deleted
-    assert [(s.label, s.start) for s in view.job_row.spans] == [
+    assert [(s.label, s.start) for s in view.rows[0].spans] == [
         ("created", at(0)),
         ("suspended", at(60)),
         ("deleted", at(120)),
     ]
-    assert view.job_row.spans[1].note == "suspended by podsweeper"
+    assert view.rows[0].spans[1].note == "suspended by podsweeper"
     assert [(d.action, d.result) for d in view.decisions if d.rule == "crash-loop"] == [
         ("suspend", "suspended")
     ]
@@ -261,7 +266,7 @@ def test_trainer_chain_has_jobset_and_job_rows_nested_under_the_trainjob():
     assert (job_row.spans[-1].label, job_row.spans[-1].tone) == ("orphaned", "orphaned")
     assert "no controller" in job_row.spans[-1].note
     assert [s.label for s in view.rows[-1].spans] == ["created"]
-    assert [r.label for r in view.pod_rows] == ["clash-node-0-0-5dn58", "clash-node-0-1-lwcfn"]
+    assert [r.label for r in pods_of(view)] == ["clash-node-0-0-5dn58", "clash-node-0-1-lwcfn"]
 
 
 def test_trainer_decisions_are_marked_on_the_row_of_their_object():
@@ -269,7 +274,7 @@ def test_trainer_decisions_are_marked_on_the_row_of_their_object():
     (lost,) = build(jobset_run).jobs
     (clash,) = build(job_run).jobs
     # old page: every decision not about a pod was marked on the TrainJob's bar
-    assert decision_marks(lost.job_row) == [] and decision_marks(clash.job_row) == []
+    assert decision_marks(lost.rows[0]) == [] and decision_marks(clash.rows[0]) == []
     marked = {r.label: decision_marks(r) for r in lost.rows if decision_marks(r)}
     assert marked == {"JobSet lost": ["decision-delete"]}
     marked = {r.label: decision_marks(r) for r in clash.rows if decision_marks(r)}
@@ -282,7 +287,7 @@ def test_trainer_decisions_are_marked_on_the_row_of_their_object():
     assert build(jobset_run).pods_left == ()
     # a decision about the TrainJob itself stays on its row
     (again,) = build(trainer_run("failed-restarted")).jobs
-    assert decision_marks(again.job_row) == ["decision-suspend", "decision-suspend"]
+    assert decision_marks(again.rows[0]) == ["decision-suspend", "decision-suspend"]
     assert all(decision_marks(r) == [] for r in again.rows[1:])
 
 
@@ -313,7 +318,7 @@ def suspended_from_line(first: int):
 def test_suspended_trainjob_note_says_its_jobset_is_suspended(tmp_path):
     run = trainer_run("complete", tmp_path, suspended_from_line(12))
     (view,) = build(run).jobs
-    (suspended,) = [s for s in view.job_row.spans if s.label == "suspended"]
+    (suspended,) = [s for s in view.rows[0].spans if s.label == "suspended"]
     # old note: "spec.runPolicy.suspend is true" (a v1 job's switch; v1 operators delete the pods)
     assert "runPolicy" not in suspended.note and "spec.suspend" in suspended.note, suspended.note
     assert "suspends its JobSet" in suspended.note, suspended.note
@@ -328,13 +333,13 @@ def test_suspended_v1_job_note_says_its_operator_deletes_the_pods(tmp_path):
         "".join(json.dumps(e) + "\n" for e in [event("add", j, at(0)), event("update", suspended, at(30))])
     )
     (view,) = build(replay([str(path)], Settings(dry_run=False))).jobs
-    (span,) = [s for s in view.job_row.spans if s.label == "suspended"]
+    (span,) = [s for s in view.rows[0].spans if s.label == "suspended"]
     assert span.note == "spec.runPolicy.suspend is true: the operator deletes its pods"
 
 
 def test_trainer_finished_states_are_coloured_by_their_kinds_conditions():
     (view,) = build(trainer_run("complete")).jobs
-    assert view.job_row.spans[-1].tone == "succeeded"  # old: "complete", a class with no colour
+    assert view.rows[0].spans[-1].tone == "succeeded"  # old: "complete", a class with no colour
     last = {r.kind: (r.spans[-1].label, r.spans[-1].tone) for r in view.rows if r.kind != "Pod"}
     assert last == {
         "TrainJob": ("finished: Complete", "succeeded"),
@@ -342,7 +347,7 @@ def test_trainer_finished_states_are_coloured_by_their_kinds_conditions():
         "Job": ("finished: Complete", "succeeded"),
     }
     (again,) = build(trainer_run("failed-restarted")).jobs
-    assert ("finished: Failed", "failed") in [(s.label, s.tone) for s in again.job_row.spans]
+    assert ("finished: Failed", "failed") in [(s.label, s.tone) for s in again.rows[0].spans]
     jobsets = [r for r in again.rows if r.kind == "JobSet"]
     assert [r.depth for r in jobsets] == [1, 1] and jobsets[0].spans[-1].end is not None
 

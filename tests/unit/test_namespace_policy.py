@@ -22,7 +22,7 @@ from podsweeper.intake import parse_event
 from podsweeper.model import Namespace
 from podsweeper.namespaces import POLICY_WARNING_REASON, NamespacePolicies
 from podsweeper.pipeline import Pipeline
-from podsweeper.policy import Knob, Mode, Origin, resolve
+from podsweeper.policy import Knob, Mode, resolve
 from podsweeper.replay import replay
 from tests.fixtures.builders import at, event, job, namespace, namespace_event, ping, pod, split
 from tests.fixtures.builders import container_status as cs
@@ -48,7 +48,7 @@ def test_no_annotations_is_the_global_setting_everywhere():
 def test_a_namespace_may_always_be_safer(value):
     policy = resolve(Settings(), "team-a", {MODE: value})
     assert policy.mode == value and policy.dry_run and not policy.problems
-    assert policy.origin(Knob.MODE) is Origin.NAMESPACE
+    assert policy.from_namespace == {Knob.MODE}
     assert policy.applied()["mode"] == {"value": value, "from": "namespace annotation podsweeper.dev/mode"}
 
 

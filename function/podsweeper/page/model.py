@@ -80,14 +80,6 @@ class JobView:
     decisions: list[DecisionView]
     evidence: list[EvidenceView]
 
-    @property
-    def job_row(self) -> Row:
-        return self.rows[0]
-
-    @property
-    def pod_rows(self) -> list[Row]:
-        return [row for row in self.rows[1:] if row.kind == "Pod"]
-
 
 @dataclass(frozen=True)
 class Page:
