@@ -257,15 +257,8 @@ def enforcing_plane():
     (off by default in kube-apiserver): the only CRDs it needs are Trainer's."""
     from tests.support.controlplane import launcher, manifests
 
-    class Enforcing(launcher._Component):
-        def __init__(self, name, argv, workdir):
-            if name == "kube-apiserver":
-                argv = [*argv, f"--enable-admission-plugins={ENFORCE_OWNER_REFERENCES}"]
-            super().__init__(name, argv, workdir)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(launcher, "_Component", Enforcing)
-        plane = launcher.ControlPlane(install_crds=False).start()
+    plugins = (f"--enable-admission-plugins={ENFORCE_OWNER_REFERENCES}",)
+    plane = launcher.ControlPlane(install_crds=False, apiserver_args=plugins).start()
     try:
         admin = plane.api_client("admin")
         manifests.install_crds(admin, manifests.trainer_crds(), timeout=90)

@@ -23,7 +23,6 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +34,7 @@ import yaml
 from podsweeper import kinds
 from tests.support.controlplane.build import RECEIVE_ADAPTER, ensure_built
 from tests.support.harness.ports import free_port
-from tests.support.harness.processes import die_with_parent, stop_group
+from tests.support.harness.processes import Process
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 # The install the source is rendered from (kustomize: its watch components append the entries).
@@ -149,8 +148,9 @@ def install_source_rbac(admin_api) -> None:
 # -- the process ---------------------------------------------------------------------------------
 
 
-class ReceiveAdapter:
-    """One adapter process: `start()` returns once it is watching; `stop()` ends it (SIGTERM).
+class ReceiveAdapter(Process):
+    """One adapter process: `start()` returns once it is watching; `stop()` ends it (SIGTERM,
+    which shuts down its watches and probe server, then SIGKILL).
 
     Use as a context manager. `config` is the K_SOURCE_CONFIG dict (see source_config()).
     """
@@ -175,14 +175,13 @@ class ReceiveAdapter:
         # used as it is, instead of the one start() derives from the shipped manifest.
         self.container_env = container_env
         self.sink_timeout = sink_timeout
-        self.name = name
+        self.source_name = name
         self.log = log
         self.ready_timeout = ready_timeout
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="podsweeper-adapter-"))
-        self.log_path = (
-            self.workdir / f"adapter-{config.get('mode', 'Reference').lower()}-{int(time.time() * 1000)}.log"
-        )
-        self.proc: subprocess.Popen | None = None
+        mode = config.get("mode", "Reference").lower()
+        log_path = self.workdir / f"adapter-{mode}-{int(time.time() * 1000)}.log"
+        super().__init__("receive adapter", log_path, error=AdapterError)
         self.started_in: float | None = None
 
     def __enter__(self) -> ReceiveAdapter:
@@ -217,7 +216,7 @@ class ReceiveAdapter:
         # send waits as long as the function takes, which bounds itself (10 s).
         env = {
             **os.environ,
-            "NAME": self.name,
+            "NAME": self.source_name,
             "SYSTEM_NAMESPACE": "knative-eventing",
             "NAMESPACE": "podsweeper",  # where the ApiServerSource object lives
             "K_SINK": self.sink,
@@ -233,20 +232,14 @@ class ReceiveAdapter:
         started = time.monotonic()
         env = self.environment()
         env.pop("KUBECONFIG", None)  # only --kubeconfig: never the caller's admin credentials
-        argv = [str(binary), f"--kubeconfig={self.kubeconfig}", "-v=2"]
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("wb") as out:
-            self.proc = subprocess.Popen(
-                argv,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=die_with_parent(),
-            )
+        self.launch([str(binary), f"--kubeconfig={self.kubeconfig}", "-v=2"], env=env)
         try:
-            self._wait_watching()
+            wanted = self.expected_reflectors
+            self.wait("watch", lambda: not wanted - self.populated(), self.ready_timeout, interval=0.05)
+        except AdapterError as error:
+            missing = sorted((wanted - self.populated()).elements())
+            self.stop()
+            raise AdapterError(f"{error}\nnot watching: {missing}") from None
         except BaseException:
             self.stop()
             raise
@@ -261,37 +254,7 @@ class ReceiveAdapter:
         return self
 
     def populated(self) -> Counter[str]:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return Counter()
-        return Counter(_POPULATED.findall(text))
-
-    def _wait_watching(self) -> None:
-        wanted = self.expected_reflectors
-        deadline = time.monotonic() + self.ready_timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise AdapterError(f"receive adapter exited with {self.proc.returncode}:\n{self.tail()}")
-            missing = wanted - self.populated()
-            if not missing:
-                return
-            if time.monotonic() > deadline:
-                raise AdapterError(
-                    f"receive adapter not watching {sorted(missing.elements())} after "
-                    f"{self.ready_timeout:.0f}s:\n{self.tail()}"
-                )
-            time.sleep(0.05)
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def tail(self, lines: int = 40) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(line[:600] for line in text.splitlines()[-lines:])
+        return Counter(_POPULATED.findall(self.text()))
 
     def pause(self) -> None:
         """SIGSTOP: the adapter reads and sends nothing, as a starved or descheduled pod would;
@@ -300,7 +263,3 @@ class ReceiveAdapter:
 
     def resume(self) -> None:
         os.kill(self.proc.pid, signal.SIGCONT)
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM (it shuts down its watches and probe server), then SIGKILL. Idempotent."""
-        stop_group(self.proc, timeout)

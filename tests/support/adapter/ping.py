@@ -54,7 +54,6 @@ import copy
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -66,7 +65,7 @@ import yaml
 from tests.support.controlplane.build import GoBinary, ensure_built
 from tests.support.controlplane.versions import ADAPTER_EVENTING_VERSION
 from tests.support.harness.ports import free_port
-from tests.support.harness.processes import die_with_parent, stop_group
+from tests.support.harness.processes import Process
 
 HERE = Path(__file__).parent
 REPO_ROOT = HERE.parents[2]
@@ -275,7 +274,7 @@ def _epoch(ts: str) -> float:
 _SENDING = re.compile(r"sending cloudevent id: (\S+), source: (\S+), target: (\S+)")
 
 
-class PingDispatcher:
+class PingDispatcher(Process):
     """One mtping process: `start()` returns once it is running (it has logged starting its
     controller); `wait_scheduled()` once it has scheduled a given PingSource; `stop()` ends it.
 
@@ -303,8 +302,8 @@ class PingDispatcher:
         self.ready_timeout = ready_timeout
         self.sink_timeout = sink_timeout
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="podsweeper-mtping-"))
-        self.log_path = self.workdir / f"mtping-{int(time.time() * 1000)}.log"
-        self.proc: subprocess.Popen | None = None
+        # SIGTERM: it stops its cron, waits for a send in flight, releases its Leases.
+        super().__init__("mtping", self.workdir / f"mtping-{int(time.time() * 1000)}.log", error=PingError)
         self.started_in: float | None = None
 
     def __enter__(self) -> PingDispatcher:
@@ -336,19 +335,9 @@ class PingDispatcher:
             }
         started = time.monotonic()
         env.pop("KUBECONFIG", None)  # only --kubeconfig: never the caller's credentials
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("wb") as out:
-            self.proc = subprocess.Popen(
-                [str(binary), f"--kubeconfig={kubeconfig}"],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=die_with_parent(),
-            )
+        self.launch([str(binary), f"--kubeconfig={kubeconfig}"], env=env)
         try:
-            self._wait_for(lambda: '"Starting controller"' in self.text(), "to start its controller")
+            self._wait_for(lambda: '"Starting controller"' in self.text(), "start its controller")
         except BaseException:
             self.stop()
             raise
@@ -359,15 +348,7 @@ class PingDispatcher:
         return self
 
     def _wait_for(self, ready, what: str, timeout: float | None = None) -> None:
-        deadline = time.monotonic() + (timeout or self.ready_timeout)
-        while not ready():
-            if self.proc.poll() is not None:
-                raise PingError(f"mtping exited with {self.proc.returncode}:\n{self.tail()}")
-            if time.monotonic() > deadline:
-                raise PingError(
-                    f"mtping did not {what} after {timeout or self.ready_timeout:.0f}s:\n{self.tail()}"
-                )
-            time.sleep(0.05)
+        self.wait(what, ready, timeout or self.ready_timeout, interval=0.05)
 
     def scheduled(self, source: dict) -> bool:
         """Has it scheduled this PingSource object (same uid) with its status.sinkUri? Its
@@ -439,20 +420,3 @@ class PingDispatcher:
                 except ValueError:
                     continue
         return found
-
-    def text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def tail(self, lines: int = 40) -> str:
-        return "\n".join(line[:600] for line in self.text().splitlines()[-lines:])
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM (it stops its cron, waits for a send in flight, releases its Leases), then
-        SIGKILL. Idempotent."""
-        stop_group(self.proc, timeout)

@@ -23,7 +23,6 @@ import atexit
 import base64
 import secrets
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +34,7 @@ import yaml
 
 from tests.support.controlplane.build import ETCD, KUBE_APISERVER, ensure_built
 from tests.support.harness.ports import free_port
-from tests.support.harness.processes import die_with_parent, kill_group, stop_group
+from tests.support.harness.processes import Process, wait_until
 
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
@@ -74,49 +73,6 @@ class ControlPlaneError(RuntimeError):
     """A component died or did not become ready; the message carries its log tail."""
 
 
-class _Component:
-    """One child process with its log file."""
-
-    def __init__(self, name: str, argv: list[str], workdir: Path):
-        self.name = name
-        self.argv = argv
-        self.workdir = workdir
-        self.log_path = workdir / f"{name}.log"
-        with self.log_path.open("ab") as log:  # a restarted component goes on in the same log
-            self.proc = subprocess.Popen(
-                argv,
-                cwd=workdir,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=die_with_parent(),
-            )
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def tail(self, lines: int = 30) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    def died(self) -> ControlPlaneError:
-        return ControlPlaneError(
-            f"{self.name} exited with code {self.proc.returncode}; last lines of "
-            f"{self.log_path}:\n{self.tail()}"
-        )
-
-    def stop(self, timeout: float = 10.0) -> None:
-        stop_group(self.proc, timeout)
-
-    def again(self) -> _Component:
-        """The same process started anew (same flags, data and port): a restart."""
-        return _Component(self.name, self.argv, self.workdir)
-
-
 class ControlPlane:
     """etcd + kube-apiserver on free loopback ports, with the Kubeflow CRDs and function RBAC.
 
@@ -133,8 +89,10 @@ class ControlPlane:
         audit: bool = False,
         log=sys.stderr,
         ready_timeout: float = 90.0,
+        apiserver_args: tuple[str, ...] = (),
     ):
         self.install_crds = install_crds
+        self.apiserver_args = apiserver_args  # more kube-apiserver flags (an admission plugin)
         self.audit = audit  # log the function's writes (tests/support/audit.py reads them)
         self.install_rbac = install_rbac
         self.mpi_operator = mpi_operator  # serve the mpi-operator's MPIJob v2beta1, not v1
@@ -145,7 +103,7 @@ class ControlPlane:
         self.workdir: Path | None = None
         self.url = ""
         self.ca_file: Path | None = None
-        self._components: list[_Component] = []
+        self._components: list[Process] = []
         self._kubeconfigs: dict[str, Path] = {}
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -169,7 +127,8 @@ class ControlPlane:
                     break
                 except ControlPlaneError as e:
                     # Free ports are only free when picked; another process may grab one.
-                    if "address already in use" not in str(e) or attempt == attempts:
+                    clash = any("address already in use" in c.text() for c in self._components)
+                    if not clash or attempt == attempts:
                         raise
                     self._say(f"port clash, retrying ({e.args[0].splitlines()[0]})")
                     self.stop()
@@ -212,7 +171,7 @@ class ControlPlane:
         peer_url = f"http://127.0.0.1:{peer_port}"
         self._say(f"starting etcd on {client_url}")
         self._components.append(
-            _Component(
+            self._launch(
                 "etcd",
                 [
                     str(etcd_bin),
@@ -226,7 +185,6 @@ class ControlPlane:
                     "--unsafe-no-fsync",  # throwaway data: durability only costs time
                     "--log-level=warn",
                 ],
-                self.workdir,
             )
         )
 
@@ -234,7 +192,7 @@ class ControlPlane:
         self._say(f"starting kube-apiserver on {self.url}")
         # Started right away: it retries etcd until it answers, which overlaps their startups.
         self._components.append(
-            _Component(
+            self._launch(
                 "kube-apiserver",
                 [
                     str(apiserver_bin),
@@ -258,8 +216,8 @@ class ControlPlane:
                     "--allow-privileged=true",
                     "--profiling=false",
                     *(self._audit_flags() if self.audit else ()),
+                    *self.apiserver_args,
                 ],
-                self.workdir,
             )
         )
         self._wait_ready()
@@ -284,45 +242,54 @@ class ControlPlane:
 
     def kill(self, name: str) -> None:
         """SIGKILL one component ("etcd" or "kube-apiserver"), as a crash or an OOM kill would."""
-        kill_group(self._component(name).proc)
+        self._component(name).kill()
         self._say(f"{name} killed")
 
     def revive(self, name: str) -> None:
         """Start a killed component again with the same flags, data and port; for the API
         server, return once it is ready."""
-        index = self._components.index(self._component(name))
-        self._components[index] = self._components[index].again()
+        self._component(name).relaunch()  # same flags, data directory and port; same log
         if name == "kube-apiserver":
             self._wait_ready()
         self._say(f"{name} restarted")
 
-    def _component(self, name: str) -> _Component:
+    def _launch(self, name: str, argv: list[str]) -> Process:
+        assert self.workdir is not None
+        return Process(name, self.workdir / f"{name}.log", error=ControlPlaneError).launch(
+            argv, cwd=self.workdir
+        )
+
+    def _component(self, name: str) -> Process:
         found = [c for c in self._components if c.name == name]
         if not found:
             raise ValueError(f"no component {name!r}: {[c.name for c in self._components]}")
         return found[0]
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.ready_timeout
         session = requests.Session()
         session.headers["Authorization"] = f"Bearer {self.tokens['admin']}"
-        last = ""
-        while True:
-            self.check_alive()
+        last = [""]
+
+        def ready() -> bool:
             try:
                 r = session.get(f"{self.url}/readyz", verify=str(self.ca_file), timeout=5)
                 if r.status_code == 200:
-                    return
-                last = f"HTTP {r.status_code}: {r.text[-500:]}"
+                    return True
+                last[0] = f"HTTP {r.status_code}: {r.text[-500:]}"
             except requests.RequestException as e:
-                last = str(e)
-            if time.monotonic() > deadline:
-                apiserver = self._components[-1]
-                raise ControlPlaneError(
-                    f"kube-apiserver not ready after {self.ready_timeout}s ({last}); last lines "
-                    f"of {apiserver.log_path}:\n{apiserver.tail()}"
-                )
-            time.sleep(0.2)
+                last[0] = str(e)
+            return False
+
+        self.check_alive()
+        apiserver = self._component("kube-apiserver")
+        wait_until(
+            "kube-apiserver /readyz",
+            ready,
+            timeout=self.ready_timeout,
+            check=self.check_alive,
+            tails=lambda: f"(last answer: {last[0]}); {apiserver.last_lines(30)}",
+            error=ControlPlaneError,
+        )
 
     def _install(self) -> None:
         from tests.support.controlplane import manifests  # imports the kubernetes client: not needed before
@@ -342,8 +309,7 @@ class ControlPlane:
     def check_alive(self) -> None:
         """Raise ControlPlaneError (with the log tail) if a component has exited."""
         for component in self._components:
-            if not component.alive():
-                raise component.died()
+            component.check()
 
     def stop(self) -> None:
         """Stop the API server, then etcd, and remove the work directory. Idempotent."""

@@ -1,4 +1,12 @@
-"""Child processes that never outlive the test run, and stopping them by process group."""
+"""The one launcher of the tests' long-running child processes (`Process`), and their helpers.
+
+Every server, controller and tool a test runs (etcd, kube-apiserver, the Kubeflow and Knative
+controllers, the served function, Prometheus, `podsweeper record`) is a `Process`: started with
+argv/env/cwd in a session of its own, its output appended to one log file (never an unread
+pipe, which would stall it), killed by the kernel if the launcher dies (die_with_parent), waited
+for by a ready condition that fails fast once it has exited, stopped by its process group with
+SIGTERM and then SIGKILL after a grace, and its log tail carried in every error it raises.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +14,10 @@ import ctypes
 import os
 import signal
 import subprocess
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, Self
 
 
 def die_with_parent(parent_pid: int | None = None) -> Callable[[], None]:
@@ -29,11 +39,11 @@ def die_with_parent(parent_pid: int | None = None) -> Callable[[], None]:
     return hook
 
 
-def stop_group(proc: subprocess.Popen | None, timeout: float = 10.0) -> None:
-    """SIGTERM the child's process group (started with start_new_session), then SIGKILL."""
+def stop_group(proc: subprocess.Popen | None, timeout: float = 10.0, first: int = signal.SIGTERM) -> None:
+    """`first` (SIGTERM) to the child's process group (started with start_new_session), then SIGKILL."""
     if proc is None or proc.poll() is not None:
         return
-    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+    for sig, wait in ((first, timeout), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
@@ -55,6 +65,132 @@ def kill_group(proc: subprocess.Popen | None) -> None:
     except ProcessLookupError:
         pass
     proc.wait(10.0)
+
+
+class ProcessError(RuntimeError):
+    """A child exited or never became ready; the message carries its log tail."""
+
+
+def wait_until(
+    what: str,
+    condition: Callable[[], Any],
+    *,
+    timeout: float,
+    check: Callable[[], None],
+    tails: Callable[[], str],
+    error: type[Exception] = ProcessError,
+    interval: float = 0.2,
+) -> Any:
+    """Poll condition() until it returns something truthy (returned). check() raises as soon as
+    a child it watches has exited; after `timeout` seconds, error() names `what` and tails()."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        check()
+        if time.monotonic() > deadline:
+            raise error(f"timed out after {timeout:.0f}s waiting for {what}\n{tails()}")
+        time.sleep(interval)
+
+
+class Process:
+    """One long-running child with its log file: the one way the tests start a server.
+
+    `launch(argv, env=, cwd=)` starts it and returns at once; `wait(what, condition)` until
+    it is ready; `stop()` (stop_signal, then SIGKILL after `grace` seconds) or `kill()`.
+    A restart (`relaunch()`) runs the same argv, env and cwd and goes on in the same log.
+    Its errors are of the `error` class its owner names, each with the log's last lines.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        log_path: Path,
+        *,
+        error: type[Exception] = ProcessError,
+        grace: float = 10.0,
+        stop_signal: int = signal.SIGTERM,
+    ):
+        self.name = name
+        self.log_path = Path(log_path)
+        self.error = error
+        self.grace = grace
+        self.stop_signal = stop_signal
+        self.proc: subprocess.Popen | None = None
+        self._command: tuple[list[str], dict[str, str] | None, Path | None] = ([], None, None)
+
+    def launch(
+        self, argv: Sequence[str], *, env: dict[str, str] | None = None, cwd: Path | None = None
+    ) -> Self:
+        self._command = (list(argv), env, cwd)
+        return self.relaunch()
+
+    def relaunch(self) -> Self:
+        argv, env, cwd = self._command
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_parent(),
+            )
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self.proc is None else self.proc.poll()
+
+    def text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def tail(self, lines: int = 40) -> str:
+        """The log's last lines, each cut at 600 characters (a served function logs long JSON)."""
+        return "\n".join(line[:600] for line in self.text().splitlines()[-lines:])
+
+    def last_lines(self, lines: int = 40) -> str:
+        return f"last lines of {self.log_path}:\n{self.tail(lines)}"
+
+    def check(self) -> None:
+        """Raise `error` with the log tail if it has exited (or was never started)."""
+        if not self.alive():
+            raise self.error(f"{self.name} exited with code {self.returncode}; {self.last_lines()}")
+
+    def wait(self, what: str, condition: Callable[[], Any], timeout: float, interval: float = 0.2) -> Any:
+        """Poll condition() until truthy (returned); `error` at once if it exits, or after timeout."""
+        return wait_until(
+            f"{self.name} to {what}",
+            condition,
+            timeout=timeout,
+            check=self.check,
+            tails=self.last_lines,
+            error=self.error,
+            interval=interval,
+        )
+
+    def stop(self, timeout: float | None = None) -> int | None:
+        """stop_signal to its process group, SIGKILL after `grace` (or `timeout`); its exit code."""
+        stop_group(self.proc, self.grace if timeout is None else timeout, self.stop_signal)
+        return self.returncode
+
+    def kill(self) -> None:
+        kill_group(self.proc)
+
+
+def tails(processes: Sequence[Process], lines: int = 15) -> str:
+    """The last lines of each log, for an error about several children."""
+    return "\n".join(f"--- {p.name} ({p.log_path}):\n{p.tail(lines)}" for p in processes)
 
 
 def children(pid: int) -> list[int]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 import requests
 
 from tests.support.harness.ports import free_port
-from tests.support.harness.processes import children, die_with_parent, kill_group, memory_kb, stop_group
+from tests.support.harness.processes import Process, children, memory_kb
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -127,11 +126,11 @@ def serve_argv(port: int, source: Path | None = None) -> list[str]:
     return argv
 
 
-class Served:
+class Served(Process):
     """One served instance: `url`, `port`, `proc`, its log, worker pids and memory.
 
-    `start()` returns once GET /healthz answers 200 (`launch()` does not wait); use it as a
-    context manager. The process runs in its own session and dies with the test run.
+    `start()` returns once GET /healthz answers 200; use it as a context manager. The process
+    is a harness Process: its own session, dies with the test run, its log tail in errors.
     """
 
     def __init__(
@@ -143,14 +142,13 @@ class Served:
         name: str = "function",
         as_shipped: bool = False,
     ):
-        self.name = name
+        log_path = log_path or Path(tempfile.mkdtemp(prefix="podsweeper-served-")) / f"{name}.log"
+        super().__init__(name, log_path, error=ServedError)
         self.as_shipped = as_shipped  # True: the code's defaults, not HARNESS_ENV
         self.env = dict(env)
-        self.log_path = log_path or Path(tempfile.mkdtemp(prefix="podsweeper-served-")) / f"{name}.log"
         self.source = source
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen | None = None
         self.started_at = 0.0  # time.perf_counter() just before the process was started
 
     def environment(self) -> dict[str, str]:
@@ -159,57 +157,21 @@ class Served:
         }
         return {**env, **IMAGE_ENV, **({} if self.as_shipped else HARNESS_ENV), **self.env}
 
-    def launch(self) -> Served:
-        """Start the process and return at once."""
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+    def _serve(self) -> None:
         if self.log_path not in ALL_LOGS:  # a restart goes on in the same log
             ALL_LOGS.append(self.log_path)
-        with self.log_path.open("ab") as log:
-            self.started_at = time.perf_counter()
-            self.proc = subprocess.Popen(
-                serve_argv(self.port, self.source),
-                cwd=ROOT,
-                env=self.environment(),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=die_with_parent(),
-            )
-        return self
+        self.started_at = time.perf_counter()
+        self.launch(serve_argv(self.port, self.source), env=self.environment(), cwd=ROOT)
 
     def start(self, timeout: float = 30.0) -> Served:
         """Start and wait until healthy; a process that exits or stays unhealthy raises ServedError."""
-        self.launch()
+        self._serve()
         try:
-            self.wait_healthy(timeout)
+            self.wait("answer /healthz", lambda: self.healthy(request_timeout=1), timeout, interval=0.05)
         except BaseException:
             self.stop()
             raise
         return self
-
-    def wait_healthy(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not self.healthy(request_timeout=1):
-            self.check_alive()
-            if time.monotonic() > deadline:
-                raise ServedError(f"{self.name} not healthy after {timeout:.0f}s; log:\n{self.tail()}")
-            time.sleep(0.05)
-
-    def check_alive(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            code = None if self.proc is None else self.proc.returncode
-            raise ServedError(f"{self.name} exited ({code}); log {self.log_path}:\n{self.tail()}")
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self) -> None:
-        stop_group(self.proc)
-
-    def kill(self) -> None:
-        """SIGKILL master and workers at once (an OOM kill, an evicted pod): nothing finishes."""
-        kill_group(self.proc)
 
     def restart(self, timeout: float = 30.0) -> float:
         """A new instance on the same port, as the Deployment or Knative would start one for the
@@ -217,8 +179,8 @@ class Served:
         the child dies with the thread that started it (processes.die_with_parent)."""
         started = time.monotonic()
         self.stop()
-        self.launch()
-        self.wait_healthy(timeout)
+        self._serve()
+        self.wait("answer /healthz", lambda: self.healthy(request_timeout=1), timeout, interval=0.05)
         return time.monotonic() - started
 
     def __enter__(self) -> Served:
@@ -260,13 +222,7 @@ class Served:
         }
 
     def log(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def tail(self, lines: int = 40) -> str:
-        return "\n".join(line[:600] for line in self.log().splitlines()[-lines:])
+        return self.text()
 
     def decisions(self) -> list[dict]:
         """The decision lines logged so far (one JSON object each)."""

@@ -30,7 +30,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,7 +41,7 @@ from tests.support.adapter.ping import COMPONENT, PingDispatcher, eventing_dir, 
 from tests.support.controlplane.build import RECEIVE_ADAPTER, GoBinary, ensure_built
 from tests.support.controlplane.versions import ADAPTER_EVENTING_VERSION
 from tests.support.harness.ports import free_port
-from tests.support.harness.processes import die_with_parent, stop_group
+from tests.support.harness.processes import Process
 from tests.support.knative.kubelet import Kubelet, PodContainer
 from tests.support.knative.network import ClusterNetwork
 from tests.support.kubectl import RawApi
@@ -140,7 +139,8 @@ class Eventing:
         self.ready_timeout = ready_timeout
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="podsweeper-eventing-"))
         self.log_path = self.workdir / "eventing-controller.log"
-        self.proc: subprocess.Popen | None = None
+        # It drains its work queues for up to 10 s on SIGTERM; nothing here needs that.
+        self.controller = Process("eventing controller", self.log_path, error=EventingError, grace=2.0)
         self.admin = self.cp.api_client("admin")
         self.api = RawApi(self.admin, FIELD_MANAGER)
         self.network = ClusterNetwork(lambda ns, svc, port: self.kubelet.endpoints(ns, svc, port))
@@ -190,19 +190,9 @@ class Eventing:
             "AUTH_PROXY_IMAGE": AUTH_PROXY_IMAGE,
             "PROFILING_PORT": str(free_port()),
         }
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("wb") as out:
-            self.proc = subprocess.Popen(
-                [str(binaries[0]), f"--kubeconfig={kubeconfig}", "--disable-ha"],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=die_with_parent(),
-            )
+        self.controller.launch([str(binaries[0]), f"--kubeconfig={kubeconfig}", "--disable-ha"], env=env)
         try:
-            self._wait(lambda: "Starting controllers..." in self.text(), "start its controllers")
+            self._wait(lambda: "Starting controllers..." in self.controller.text(), "start its controllers")
         except BaseException:
             self.stop()
             raise
@@ -213,31 +203,15 @@ class Eventing:
 
     def stop(self) -> None:
         self.kubelet.stop()
-        # It drains its work queues for up to 10 s on SIGTERM; nothing here needs that.
-        stop_group(self.proc, timeout=2.0)
+        self.controller.stop()
         self.network.stop()
         self.admin.close()
 
     def check_alive(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            raise EventingError(f"eventing controller exited:\n{self.tail()}")
-
-    def text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def tail(self, lines: int = 40) -> str:
-        return "\n".join(line[:600] for line in self.text().splitlines()[-lines:])
+        self.controller.check()
 
     def _wait(self, ready, what: str, timeout: float | None = None) -> None:
-        deadline = time.monotonic() + (timeout or self.ready_timeout)
-        while not ready():
-            self.check_alive()
-            if time.monotonic() > deadline:
-                raise EventingError(f"eventing controller did not {what} in time:\n{self.tail()}")
-            time.sleep(0.1)
+        self.controller.wait(what, ready, timeout or self.ready_timeout, interval=0.1)
 
     # -- what a user does ----------------------------------------------------------------------
 
@@ -273,7 +247,7 @@ class Eventing:
             if time.monotonic() > deadline:
                 raise EventingError(
                     f"{kind} {namespace}/{name}: wanted {wanted}, found "
-                    f"{json.dumps(found, indent=1)}\ncontroller log:\n{self.tail(20)}"
+                    f"{json.dumps(found, indent=1)}\ncontroller log:\n{self.controller.tail(20)}"
                 )
             time.sleep(0.2)
 

@@ -63,7 +63,7 @@ import yaml
 
 from tests.support.controlplane.build import GoBinary, ensure_built
 from tests.support.harness.ports import free_port
-from tests.support.harness.processes import die_with_parent, stop_group
+from tests.support.harness.processes import Process, tails, wait_until
 
 HERE = Path(__file__).parent
 GOMOD = HERE.parent / "deploy" / "knativevalidate"
@@ -375,39 +375,39 @@ class NetNamespace:
         self.name = name
         self.address = address
         self.forwarders: list[_Forwarder] = []
-        log_path = workdir / f"netns-{name}.log"
-        with log_path.open("wb") as log:
-            self.holder = subprocess.Popen(
-                [
-                    "unshare",
-                    "--net",
-                    "--",
-                    "sh",
-                    "-c",
-                    f"ip link set lo up && ip addr add {address}/32 dev lo && echo up && exec sleep infinity",
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                start_new_session=True,
-                preexec_fn=die_with_parent(),
-            )
-        assert self.holder.stdout is not None
-        line = self.holder.stdout.readline()
-        if line.strip() != b"up":
-            self.holder.wait(5)
-            raise ServingError(
-                f"could not make a network namespace (unshare --net; root needed) for {name}: exit "
-                f"{self.holder.returncode}, {log_path.read_text(errors='replace')}"
-            )
+        self.holder = Process(
+            f"the network namespace of {name} (unshare --net; root needed)",
+            workdir / f"netns-{name}.log",
+            error=ServingError,
+            grace=2.0,
+        ).launch(
+            [
+                "unshare",
+                "--net",
+                "--",
+                "sh",
+                "-c",
+                f"ip link set lo up && ip addr add {address}/32 dev lo && echo up && exec sleep infinity",
+            ]
+        )
+        try:  # its ready line
+            self.holder.wait("say up", lambda: "up" in self.holder.text().splitlines(), 30.0, interval=0.05)
+        except BaseException:
+            self.holder.stop()
+            raise
+
+    @property
+    def pid(self) -> int:
+        assert self.holder.proc is not None
+        return self.holder.proc.pid
 
     @property
     def path(self) -> str:
-        return f"/proc/{self.holder.pid}/ns/net"
+        return f"/proc/{self.pid}/ns/net"
 
     def forward_out(self, port: int) -> None:
         def listen_inside():
-            _setns(self.holder.pid)
+            _setns(self.pid)
             return _listen(port)
 
         listener = _in_thread(listen_inside)
@@ -415,7 +415,7 @@ class NetNamespace:
 
     def forward_in(self, port: int) -> int:
         outside = free_port()
-        pid = self.holder.pid
+        pid = self.pid
 
         def dial_inside():
             def connect():
@@ -431,52 +431,7 @@ class NetNamespace:
         for f in self.forwarders:
             f.close()
         self.forwarders.clear()
-        stop_group(self.holder, timeout=2.0)
-
-
-class _Process:
-    """One Serving binary inside its network namespace, logging to a file."""
-
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], netns: NetNamespace, workdir: Path):
-        self.name = name
-        self.netns = netns
-        self.log_path = workdir / f"{name}.log"
-        with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(
-                ["nsenter", f"--net={netns.path}", "--", *argv],
-                cwd=workdir,
-                env={**os.environ, **env},
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=die_with_parent(),
-            )
-
-    def tail(self, lines: int = 20) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def log(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def check(self) -> None:
-        if self.proc.poll() is not None:
-            raise ServingError(
-                f"knative {self.name} exited with code {self.proc.returncode}; last lines of "
-                f"{self.log_path}:\n{self.tail()}"
-            )
-
-    def stop(self) -> None:
-        # The webhook drains for seconds after SIGTERM (a pod's grace for in-flight admission
-        # calls); out of cluster nothing is in flight once its configurations are deleted.
-        stop_group(self.proc, timeout=1.0 if self.name == "webhook" else 5.0)
-        self.netns.close()
+        self.holder.stop()
 
 
 # -- the components --------------------------------------------------------------------------
@@ -499,7 +454,8 @@ class KnativeServing:
         self.webhook_port = 0
         self.timings: dict[str, float] = {}
         self.kube: Kube | None = None
-        self._procs: dict[str, _Process] = {}
+        self._procs: dict[str, Process] = {}
+        self._netns: dict[str, NetNamespace] = {}
         self._webhook_configurations: list[dict] = []
 
     def __enter__(self) -> KnativeServing:
@@ -542,7 +498,10 @@ class KnativeServing:
             self._webhook_configurations.clear()
         for proc in reversed(list(self._procs.values())):
             proc.stop()
+        for netns in self._netns.values():
+            netns.close()
         self._procs.clear()
+        self._netns.clear()
         if self.kube is not None:
             self.kube.session.close()
             self.kube = None
@@ -560,12 +519,10 @@ class KnativeServing:
         return self._procs[name].log_path
 
     def logs(self, name: str) -> str:
-        return self._procs[name].log()
+        return self._procs[name].text()
 
     def tails(self, lines: int = 15) -> str:
-        return "\n".join(
-            f"--- knative {p.name} ({p.log_path}):\n{p.tail(lines)}" for p in self._procs.values()
-        )
+        return tails(list(self._procs.values()), lines)
 
     # -- phases --------------------------------------------------------------------------
 
@@ -583,7 +540,8 @@ class KnativeServing:
         for cm in configmaps():
             kube.apply(cm)
 
-    def _start(self, component: str, binary: Path, env: dict | None = None) -> _Process:
+    def _start(self, component: str, binary: Path, env: dict | None = None) -> NetNamespace:
+        """The component in a network namespace of its own (returned), reaching the API server."""
         assert self.workdir is not None
         netns = NetNamespace(component, POD_IPS[component], self.workdir)
         try:
@@ -592,15 +550,23 @@ class KnativeServing:
             netns.close()
             raise
         self._say(f"starting knative {component}")
-        proc = _Process(
-            component,
-            [str(binary), f"--kubeconfig={self.control_plane.admin_kubeconfig}"],
-            {**deployment_env(component, f"{component}-0", POD_IPS[component]), **(env or {})},
-            netns,
-            self.workdir,
+        env = {**os.environ, **deployment_env(component, f"{component}-0", POD_IPS[component]), **(env or {})}
+        argv = [
+            "nsenter",
+            f"--net={netns.path}",
+            "--",
+            str(binary),
+            f"--kubeconfig={self.control_plane.admin_kubeconfig}",
+        ]
+        # The webhook drains for seconds after SIGTERM (a pod's grace for in-flight admission
+        # calls); out of cluster nothing is in flight once its configurations are deleted.
+        grace = 1.0 if component == "webhook" else 5.0
+        proc = Process(
+            f"knative {component}", self.workdir / f"{component}.log", error=ServingError, grace=grace
         )
-        self._procs[component] = proc
-        return proc
+        self._netns[component] = netns
+        self._procs[component] = proc.launch(argv, env=env, cwd=self.workdir)
+        return netns
 
     def _start_webhook(self, binary: Path) -> None:
         kube = self.kube
@@ -608,8 +574,8 @@ class KnativeServing:
         objects = webhook_objects()
         for secret in (o for o in objects if o["kind"] == "Secret"):
             kube.apply(secret)  # empty: the webhook's certificates controller fills it
-        proc = self._start("webhook", binary, env={"WEBHOOK_PORT": str(WEBHOOK_PORT)})
-        self.webhook_port = proc.netns.forward_in(WEBHOOK_PORT)
+        netns = self._start("webhook", binary, env={"WEBHOOK_PORT": str(WEBHOOK_PORT)})
+        self.webhook_port = netns.forward_in(WEBHOOK_PORT)
         kube.apply(
             {
                 "apiVersion": "v1",
@@ -695,17 +661,14 @@ class KnativeServing:
         return self._wait(what, condition, timeout)
 
     def _wait(self, what: str, condition, timeout: float | None = None):
-        deadline = time.monotonic() + (timeout or self.ready_timeout)
-        while True:
-            value = condition()
-            if value:
-                return value
-            self.check_alive()
-            if time.monotonic() > deadline:
-                raise ServingError(
-                    f"timed out after {timeout or self.ready_timeout:.0f}s waiting for {what}\n{self.tails()}"
-                )
-            time.sleep(0.2)
+        return wait_until(
+            what,
+            condition,
+            timeout=timeout or self.ready_timeout,
+            check=self.check_alive,
+            tails=self.tails,
+            error=ServingError,
+        )
 
     def _phase(self, name: str, fn) -> None:
         t0 = time.monotonic()

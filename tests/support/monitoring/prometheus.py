@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ import requests
 import yaml
 
 from tests.support.harness.ports import free_port
-from tests.support.harness.processes import die_with_parent, stop_group
+from tests.support.harness.processes import Process
 
 ROOT = Path(__file__).resolve().parents[3]
 MONITORING = ROOT / "knative" / "monitoring"
@@ -110,15 +109,14 @@ def grafana_expr(expr: str, variables: dict[str, str] | None = None) -> str:
 LABEL_VALUES = re.compile(r"^label_values\((?:(?P<selector>.+),\s*)?(?P<label>\w+)\)$")
 
 
-class Prometheus:
+class Prometheus(Process):
     def __init__(self, binary: Path, targets: list[str] = (), *, scrape_interval: str = "1s"):
         self.binary = Path(binary)
         self.targets = list(targets)
         self.scrape_interval = scrape_interval
         self.workdir = Path(tempfile.mkdtemp(prefix="podsweeper-prometheus-"))
-        self.log_path = self.workdir / "prometheus.log"
+        super().__init__("prometheus", self.workdir / "prometheus.log", error=PrometheusError)
         self.port = 0
-        self.proc: subprocess.Popen | None = None
 
     @property
     def url(self) -> str:
@@ -144,45 +142,34 @@ class Prometheus:
         }
         (self.workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
         self.port = free_port()
-        with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(
-                [
-                    str(self.binary),
-                    f"--config.file={self.workdir / 'prometheus.yml'}",
-                    f"--storage.tsdb.path={self.workdir / 'data'}",
-                    f"--web.listen-address=127.0.0.1:{self.port}",
-                    "--log.level=warn",
-                ],
-                cwd=self.workdir,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=die_with_parent(),
-            )
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise PrometheusError(f"prometheus exited with {self.proc.returncode}:\n{self.tail()}")
-            try:
-                if requests.get(f"{self.url}/-/ready", timeout=2).status_code == 200:
-                    return self
-            except requests.RequestException:
-                pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise PrometheusError(f"prometheus not ready after {timeout:.0f}s:\n{self.tail()}")
-            time.sleep(0.2)
-
-    def stop(self) -> None:
-        stop_group(self.proc)
-        shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def tail(self, lines: int = 40) -> str:
+        self.launch(
+            [
+                str(self.binary),
+                f"--config.file={self.workdir / 'prometheus.yml'}",
+                f"--storage.tsdb.path={self.workdir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--log.level=warn",
+            ],
+            cwd=self.workdir,
+        )
         try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
+            self.wait("answer /-/ready", self._ready, timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _ready(self) -> bool:
+        try:
+            return requests.get(f"{self.url}/-/ready", timeout=2).status_code == 200
+        except requests.RequestException:
+            return False
+
+    def stop(self, timeout: float | None = None) -> int | None:
+        """Its process group, then its data directory."""
+        code = super().stop(timeout)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        return code
 
     def query(self, expr: str) -> dict:
         """The JSON answer of an instant query (status "success" or "error", never raised)."""
@@ -210,7 +197,7 @@ class Prometheus:
             answer = self.query(expr)
             if answer.get("status") == "success" and answer["data"]["result"]:
                 return answer["data"]["result"]
-            if self.proc is not None and self.proc.poll() is not None:
+            if not self.alive():
                 break
             time.sleep(0.5)
         raise PrometheusError(

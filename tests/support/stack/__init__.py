@@ -445,20 +445,10 @@ class Stack:
         for function in self.functions:
             if not function.alive():
                 raise StackError(f"the function exited:\n{function.tail()}")
-        if (
-            self.adapter is not None
-            and self.adapter.proc is not None
-            and not self.adapter.alive()
-            and self.adapter.proc.returncode not in (0, -signal.SIGTERM)
-        ):
-            raise StackError(f"the receive adapter exited:\n{self.adapter.tail()}")
-        if (
-            self.ping is not None
-            and self.ping.proc is not None
-            and not self.ping.alive()
-            and self.ping.proc.returncode not in (0, -signal.SIGTERM)
-        ):
-            raise StackError(f"mtping exited:\n{self.ping.tail()}")
+        for what, part in (("the receive adapter", self.adapter), ("mtping", self.ping)):
+            # None: never started; 0 or -SIGTERM: stopped on purpose (stop_adapter, stop_ping)
+            if part is not None and part.returncode not in (None, 0, -signal.SIGTERM):
+                raise StackError(f"{what} exited:\n{part.tail()}")
 
     def stop(self) -> None:
         self.stop_ping()  # first: no tick may go to a function that is stopping

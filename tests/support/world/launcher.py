@@ -31,7 +31,6 @@ import base64
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,7 +41,7 @@ import requests
 from tests.support.controlplane.launcher import ControlPlane
 from tests.support.controlplane.manifests import go_module_dir, load_yaml
 from tests.support.harness.ports import free_port
-from tests.support.harness.processes import die_with_parent, stop_group
+from tests.support.harness.processes import Process, tails, wait_until
 from tests.support.world import build, mpi_world, trainer_world, volcano_world, webhook_cert
 
 HERE = Path(__file__).parent
@@ -72,38 +71,6 @@ CONTAINER_LOG = "".join(
 
 class WorldError(RuntimeError):
     """A component died or did not become ready; the message carries its log tail."""
-
-
-class _Process:
-    """One child process with its log file."""
-
-    def __init__(self, name: str, argv: list[str], workdir: Path, env: dict | None = None):
-        self.name = name
-        self.log_path = workdir / f"{name}.log"
-        with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(
-                argv,
-                cwd=workdir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=die_with_parent(),
-            )
-
-    def tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def check(self) -> None:
-        if self.proc.poll() is not None:
-            raise WorldError(
-                f"{self.name} exited with code {self.proc.returncode}; last lines of "
-                f"{self.log_path}:\n{self.tail()}"
-            )
 
 
 class World:
@@ -145,7 +112,7 @@ class World:
         self.workdir: Path | None = None
         self.webhook_port = 0
         self.timings: dict[str, float] = {}
-        self._procs: list[_Process] = []
+        self._procs: list[Process] = []
         self._api = None
 
     def __enter__(self) -> World:
@@ -208,7 +175,7 @@ class World:
                 self._say(f"could not remove the JobSet/Trainer webhook configurations: {e}")
         self.trainer_phase = None
         for proc in reversed(self._procs):
-            stop_group(proc.proc, timeout=5.0)
+            proc.stop()
         self._procs.clear()
         if self._api is not None:
             self._api.close()
@@ -381,7 +348,7 @@ class World:
         kinds = len(mpi_world.OPERATOR_SCHEMES) if self.mpi_operator else 6
         self._wait(
             f"training operator: {kinds} controllers started",
-            lambda: proc.log_path.read_text(errors="replace").count("Starting workers") >= kinds,
+            lambda: proc.text().count("Starting workers") >= kinds,
         )
         if self.webhooks:
             self._wait("admission webhook denies an invalid PyTorchJob", self._webhook_denies)
@@ -455,11 +422,11 @@ class World:
         pod = self._request("GET", f"/api/v1/namespaces/{ns}/pods/{name}", ok=(200, 404))
         return pod if pod.get("kind") == "Pod" else None
 
-    def _spawn(self, name: str, argv: list[str], env: dict | None = None) -> _Process:
+    def _spawn(self, name: str, argv: list[str], env: dict | None = None) -> Process:
         assert self.workdir is not None
         self._say(f"starting {name}")
-        proc = _Process(name, argv, self.workdir, env)
-        self._procs.append(proc)
+        proc = Process(name, self.log_path(name), error=WorldError, grace=5.0)
+        self._procs.append(proc.launch(argv, env=env, cwd=self.workdir))
         return proc
 
     def _request(self, method: str, path: str, body=None, ok=(200, 201), content_type="application/json"):
@@ -477,13 +444,14 @@ class World:
         return r.json() if r.content else {}
 
     def _wait(self, what: str, condition, timeout: float | None = None) -> None:
-        deadline = time.monotonic() + (timeout or self.ready_timeout)
-        while not condition():
-            self.check_alive()
-            if time.monotonic() > deadline:
-                tails = "\n".join(f"--- {p.name}:\n{p.tail(15)}" for p in self._procs)
-                raise WorldError(f"timed out waiting for {what}\n{tails}")
-            time.sleep(0.2)
+        wait_until(
+            what,
+            condition,
+            timeout=timeout or self.ready_timeout,
+            check=self.check_alive,
+            tails=lambda: tails(self._procs),
+            error=WorldError,
+        )
 
     def _phase(self, name: str, fn) -> None:
         t0 = time.monotonic()

@@ -89,7 +89,7 @@ class MpiPhase:
         )
         world._wait(
             "mpi-operator: leading, workers started",
-            lambda: "Started workers" in proc.log_path.read_text(errors="replace"),
+            lambda: "Started workers" in proc.text(),
         )
 
 

@@ -181,7 +181,7 @@ class TrainerPhase:
         world._wait("jobset-controller /readyz", lambda: _ready(probe))
         world._wait(
             "jobset-controller: JobSet and Pod controllers started",
-            lambda: proc.log_path.read_text(errors="replace").count("Starting workers") >= 2,
+            lambda: proc.text().count("Starting workers") >= 2,
         )
         self._replace_webhooks(jobset_webhooks(port, ca))
         world._wait("JobSet defaulting webhook", self._jobset_defaulted)
@@ -242,7 +242,7 @@ class TrainerPhase:
         world._wait("trainer-controller-manager /readyz", lambda: _ready(probe))
         world._wait(
             "trainer-controller-manager: TrainJob and runtime controllers started",
-            lambda: proc.log_path.read_text(errors="replace").count("Starting workers") >= 3,
+            lambda: proc.text().count("Starting workers") >= 3,
         )
         self._replace_webhooks(trainer_webhooks(port, ca))
         for runtime in runtimes():
