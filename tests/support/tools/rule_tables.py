@@ -1,12 +1,15 @@
 """The tables of README.md and docs/rules.md generated from the package's one home of a fact:
-the rule registry (function/podsweeper/rules) and the kind table (function/podsweeper/kinds.py).
+the rule registry (function/podsweeper/rules) and the kind table (function/podsweeper/kinds.py);
+and the rule names a decision may carry in docs/schemas/decision.schema.json.
 
-`python -m tests.support.tools.rule_tables` rewrites each between its markers; the registry test
-(tests/unit/test_rule_registry.py) fails when one differs from what this makes.
+`python -m tests.support.tools.rule_tables` rewrites each table between its markers and the
+schema's `rule` enum; the registry test (tests/unit/test_rule_registry.py) fails when a table
+differs from what this makes, tests/unit/test_docs_recipes.py when the schema does.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -71,6 +74,21 @@ TABLES = {
 }
 
 
+DECISION_SCHEMA = ROOT / "docs" / "schemas" / "decision.schema.json"
+
+
+def rule_names() -> list[str]:
+    """The rule names a decision may carry, in registry order."""
+    return [spec.rule.value for spec in RULES]
+
+
+def schema_with_rules(text: str) -> str:
+    """The decision schema's text with its `rule` enum set to the registry's names."""
+    schema = json.loads(text)
+    schema["properties"]["rule"]["enum"] = rule_names()
+    return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
+
+
 def between_markers(text: str, begin: str = BEGIN, end: str = END) -> str:
     start, stop = text.index(begin) + len(begin), text.index(end)
     return text[start:stop].strip("\n")
@@ -92,6 +110,11 @@ def main() -> int:
         print(
             f"{path.relative_to(ROOT)} ({begin.split(':')[0][5:]}): {'rewritten' if changed else 'up to date'}"
         )
+    text = DECISION_SCHEMA.read_text()
+    new = schema_with_rules(text)
+    if new != text:
+        DECISION_SCHEMA.write_text(new)
+    print(f"{DECISION_SCHEMA.relative_to(ROOT)} (rule enum): {'rewritten' if new != text else 'up to date'}")
     return 0
 
 
