@@ -24,8 +24,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench import stream as streams
+from bench.harness import binary_headers
+from bench.harness import builders as b
 from bench.passprofile import shares
-from tests.fixtures import builders as b
 
 ROOT = Path(__file__).resolve().parents[1]
 NOOP = ROOT / "bench" / "noop_main.py"
@@ -71,7 +72,6 @@ def _send(app, request: tuple[dict[str, str], bytes], count: int) -> None:
 
 def events() -> dict[str, tuple[dict[str, str], bytes]]:
     """Figure 2's events in binary content mode, as Knative's adapter sends them."""
-    from tests.support.harness.served import binary_headers
 
     at = datetime.now(UTC)
     raw = {
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["KUBECONFIG"] = os.devnull  # never read: these events need no API
     os.environ["PODSWEEPER_AUTH"] = "none"  # unsigned events, as the no-op takes them
     noop, function = _app(NOOP), _app(FUNCTION)
-    from bench.inprocess import quiet_logging
+    from bench.measure import quiet_logging
 
     quiet_logging()
     for what, request in events().items():

@@ -4,7 +4,7 @@ preconditions, 16 at once, QPS/burst at podsweeper's defaults), with next to no 
 cost. "podsweeper / floor" is then what podsweeper adds, on any machine.
 
 The binary is built with `go build` from its module into
-``$PODSWEEPER_CACHE/floor-<hash of bench/floor's sources>/floor`` (tests/support/controlplane/build.py,
+``$PODSWEEPER_CACHE/floor-<hash of bench/floor's sources>/floor`` (the harness's Go build,
 as the control plane's binaries), so an edit of the sources builds anew and a second run builds
 nothing.
 
@@ -19,10 +19,14 @@ import sys
 import time
 from pathlib import Path
 
-from bench.bigjobs import BURST, QPS, control_plane_pids, cpu_seconds, now
-from tests.support.controlplane.build import GoBinary, ensure_built, source_digest
+from bench.cluster import GoBinary, ensure_built, source_digest
+from bench.measure import PodWatch, control_plane_pids, cpu_seconds, now
+from podsweeper.config import Settings
 
 MODULE_DIR = Path(__file__).resolve().parent / "floor"
+# The function's defaults (PODSWEEPER_KUBE_API_QPS / _BURST), which the floor runs at too.
+QPS = float(Settings.model_fields["kube_api_qps"].default)
+BURST = int(Settings.model_fields["kube_api_burst"].default)
 
 
 def binary() -> GoBinary:
@@ -44,8 +48,6 @@ def floor_cleanup(cp, raw, admin, namespace: str, job: dict, pods: list[str], ti
     status write and the "go" on its stdin are back to back, as the function's calls follow the
     status write through the adapter.
     """
-    from bench.apiserver import PodWatch
-
     name = job["metadata"]["name"]
     command = [
         str(ensure_floor()),

@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from tests.support.harness.served import binary_headers
+from bench.harness import binary_headers
 
 
 def encode_request(port: int, headers: dict[str, str], body: bytes, path: str = "/") -> bytes:

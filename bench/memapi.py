@@ -15,13 +15,13 @@ import json
 from collections import Counter, defaultdict
 from typing import Any
 
+from bench.harness import builders
 from podsweeper.cluster.kube import KubeCluster
 from podsweeper.cluster.kube.transport import Answer
 from podsweeper.kinds import GROUP
 from podsweeper.ownership import JOB_NAME_LABEL, LEGACY_GROUP_LABEL, LEGACY_JOB_NAME_LABEL
-from tests.fixtures.builders import PLURALS
 
-PLURAL_KINDS = set(PLURALS.values())
+PLURAL_KINDS = set(builders.PLURALS.values())
 
 
 class MemoryApi:
@@ -43,7 +43,7 @@ class MemoryApi:
         meta = obj["metadata"]
         ns, name = meta["namespace"], meta["name"]
         if kind == "job":
-            key = (ns, PLURALS[obj["kind"]], name)
+            key = (ns, builders.PLURALS[obj["kind"]], name)
             if verb == "delete":
                 self.jobs.pop(key, None)
             else:

@@ -26,7 +26,8 @@ import time
 from collections import Counter
 from datetime import UTC, datetime
 
-from bench.bigjobs import RawApi
+from bench.cluster import ControlPlane, RawApi
+from bench.harness import builders as b
 from podsweeper.config import Settings
 
 PACKAGES = (
@@ -72,8 +73,6 @@ def _finish(raw: RawApi, job: dict) -> dict:
 
 
 def _event(job: dict) -> tuple[dict, bytes]:
-    from tests.fixtures import builders as b
-
     return b.split(b.event("update", job, datetime.now(UTC)))
 
 
@@ -103,8 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args(argv)
 
-    from bench.inprocess import quiet_logging
-    from tests.support.controlplane.launcher import ControlPlane
+    from bench.measure import quiet_logging
 
     quiet_logging()
     with ControlPlane(log=sys.stderr) as cp:
@@ -148,8 +146,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _warm(service) -> None:
     """A sweep tick first: the client built and connected, as in service."""
-    from tests.fixtures import builders as b
-
     service.handle(*b.split(b.ping(datetime.now(UTC))))
 
 

@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench import stream as streams
-from bench.inprocess import run_live
+from bench.measure import run_live
 from bench.memapi import MemoryApi
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,7 +30,7 @@ def _owner(frame, owner: str) -> str:
         return path[len(str(ROOT)) + 1 :]
     if path.endswith("bench/memapi.py"):
         return IN_MEMORY_API
-    if path.endswith("bench/inprocess.py"):
+    if path.endswith("bench/measure.py"):
         return HARNESS
     if owner == HARNESS and frame.function in ("loads", "decode", "raw_decode"):
         return BODY_LOADS

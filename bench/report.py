@@ -1,14 +1,58 @@
-"""One table: every figure next to its baseline from the same run, as a ratio."""
+"""One table: every figure next to its baseline from the same run, as a ratio; each figure's
+goal, and whether the run met it."""
 
 from __future__ import annotations
 
 import datetime as _dt
+import enum
 import os
 import platform
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+
+class Bound(enum.Enum):
+    AT_LEAST = ">="
+    AT_MOST = "<="
+    BELOW = "<"
+
+
+@dataclass(frozen=True)
+class Goal:
+    """What a figure's measured number (usually a ratio to its same-run baseline) must reach.
+
+    `also` names a condition judged beside the number (e.g. "one event"); `known_miss` says
+    why a goal this code does not reach is not a failure of the run (docs/benchmarks.md has
+    the analysis). A goal without it that is missed fails `python -m bench`.
+    """
+
+    bound: Bound
+    limit: float
+    unit: str = ""  # "of floor", "x no-op", " MB", ...
+    also: str = ""
+    known_miss: str = ""
+
+    def text(self) -> str:
+        return f"{self.bound.value} {self.limit:g}{self.unit}" + (f", {self.also}" if self.also else "")
+
+    def met(self, measured: float) -> bool:
+        if self.bound is Bound.AT_LEAST:
+            return measured >= self.limit
+        if self.bound is Bound.AT_MOST:
+            return measured <= self.limit
+        return measured < self.limit
+
+    def judge(self, measured: float, also_ok: bool = True) -> dict[str, Any]:
+        """Row fields for this goal and a measurement: `Row(..., ratio, **GOAL.judge(x))`."""
+        return {
+            "target": self.text(),
+            "met": self.met(measured) and also_ok,
+            "goal": self,
+            "measured": measured,
+        }
 
 
 @dataclass
@@ -21,10 +65,17 @@ class Row:
     target: str = ""
     met: bool | None = None  # None: no target, or not measured
     notes: list[str] = field(default_factory=list)
+    goal: Goal | None = None
+    measured: float | None = None  # the number the goal judges
+    crashed: bool = False  # the figure failed: nothing measured
 
     @property
     def verdict(self) -> str:
         return {True: "met", False: "**missed**", None: "-"}[self.met]
+
+    @classmethod
+    def not_measured(cls, figure: str, what: str, reason: str, crashed: bool = True) -> Row:
+        return cls(figure, what, "not measured", "-", "-", "", None, [reason], crashed=crashed)
 
 
 def machine() -> dict[str, str]:

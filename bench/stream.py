@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from tests.fixtures import builders as b
+from bench.harness import builders as b
 
 PODS_PER_JOB = 8
 NAMESPACES = 20
