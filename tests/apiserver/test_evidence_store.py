@@ -22,7 +22,7 @@ from podsweeper.config import Settings
 from podsweeper.evidence import CONFIGMAP_DATA_LIMIT, MAX_CONTAINERS, STORE_BUDGET, decode, encode, store_name
 from podsweeper.keeper import EvidenceKeeper
 from podsweeper.model import FinishMark, JobRef
-from tests.support.k8s import Operator
+from tests.support.stack.players import Play
 from tests.unit.test_evidence_store import dropped, firsts, run
 
 PYTORCH = kinds.BY_KIND["PyTorchJob"]
@@ -41,7 +41,7 @@ def cluster(control_plane):
 
 @pytest.fixture
 def operator(admin_api, namespace):
-    return Operator(admin_api, namespace)
+    return Play(admin_api, namespace, node=None)
 
 
 def ref_of(job: dict) -> JobRef:

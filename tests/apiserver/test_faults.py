@@ -21,12 +21,12 @@ import pytest
 import requests
 
 from tests.fixtures import builders
-from tests.fixtures.builders import SECRET, at, event, ping
+from tests.fixtures.builders import SECRET, at, event, for_create, ping
 from tests.fixtures.builders import container_status as cs
 from tests.support import figures
 from tests.support.faultproxy import Rule, kubeconfig_through, proxy_for
 from tests.support.harness.served import Served, binary_headers
-from tests.support.k8s import Operator, for_create
+from tests.support.stack.players import Play
 
 BOUND = 3.0  # PODSWEEPER_EVENT_TIMEOUT_SECONDS for these servers
 SLACK = 1.5  # process, HTTP and scheduling overhead on a loaded 2-core machine
@@ -51,7 +51,7 @@ def rig(control_plane, admin_api, namespace, tmp_path):
         if post(served.url, ping(at(0)))[0].status_code == 200:
             break
     try:
-        yield proxy, served, Operator(admin_api, namespace)
+        yield proxy, served, Play(admin_api, namespace, node=None)
     finally:
         served.stop()
         figures.add("faults: injected by the proxy", proxy.faults())
@@ -66,8 +66,8 @@ def post(url: str, raw: dict) -> tuple[requests.Response, float]:
     return response, time.monotonic() - started
 
 
-def create_pod(operator: Operator, job: dict, replica: str, index: int, node: str | None) -> dict:
-    """Operator.create_pod, optionally scheduled: a pod on a node is deleted gracefully (it
+def create_pod(operator: Play, job: dict, replica: str, index: int, node: str | None) -> dict:
+    """Play.create_pod, optionally scheduled: a pod on a node is deleted gracefully (it
     stays, terminating, for its grace period; nothing here plays the kubelet that ends it)."""
     if node is None:
         return operator.create_pod(job, replica, index)
@@ -76,7 +76,7 @@ def create_pod(operator: Operator, job: dict, replica: str, index: int, node: st
     return json.loads(created.data)
 
 
-def live_pods(operator: Operator) -> list[str]:
+def live_pods(operator: Play) -> list[str]:
     """Pods not yet deleted (a gracefully deleted pod lingers with a deletionTimestamp)."""
     return sorted(
         p.metadata.name
@@ -86,7 +86,7 @@ def live_pods(operator: Operator) -> list[str]:
 
 
 def finished_job_with_leftovers(
-    operator: Operator, name: str = "pytest", node: str | None = None
+    operator: Play, name: str = "pytest", node: str | None = None
 ) -> tuple[dict, list[str]]:
     """The seed's experiment 2: master Succeeded, three workers crash-looping, job Succeeded."""
     job = operator.create_job(name=name)
@@ -101,7 +101,7 @@ def finished_job_with_leftovers(
     return job, [f"{name}-master-0"]
 
 
-def cleanup_listings(operator: Operator) -> list[list[str]]:
+def cleanup_listings(operator: Play) -> list[list[str]]:
     """The pods each PodsCleanedUp Event names."""
     return [re.findall(r"([a-z0-9-]+) \[", e.message) for e in operator.events("PodsCleanedUp")]
 
@@ -272,7 +272,7 @@ def test_a_job_with_pods_of_both_label_sets_is_swept_whole(rig):
     assert live_pods(operator) == sorted(kept)
 
 
-def chaos_world(operator: Operator, admin_api) -> tuple[list[dict], list[str]]:
+def chaos_world(operator: Play, admin_api) -> tuple[list[dict], list[str]]:
     """Jobs and pods in every state that matters; returns events to deliver and the pods to keep."""
     events, keep = [], []
     a, kept = finished_job_with_leftovers(operator, "a")  # 3 crash-looping workers go, the master stays
@@ -380,7 +380,7 @@ def test_random_faults_then_a_sweep_leaves_what_the_rules_name(rig, admin_api):
 def test_two_instances_handling_the_same_events_delete_each_pod_once(
     control_plane, admin_api, namespace, tmp_path
 ):
-    operator = Operator(admin_api, namespace)
+    operator = Play(admin_api, namespace, node=None)
     jobs, keep = [], []
     for index in range(8):  # half of them on a node: graceful deletion, as in a real cluster
         job, kept = finished_job_with_leftovers(

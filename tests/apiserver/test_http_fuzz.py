@@ -24,12 +24,12 @@ from concurrent.futures import ThreadPoolExecutor
 from kubernetes import client
 
 from tests.fixtures import builders
-from tests.fixtures.builders import SECRET, at
+from tests.fixtures.builders import SECRET, at, for_create
 from tests.fixtures.builders import container_status as cs
 from tests.support import figures, seeds
 from tests.support.fuzz import Generator, Request
 from tests.support.harness.served import Served, unreachable_kubeconfig
-from tests.support.k8s import Operator, for_create
+from tests.support.stack.players import Play
 
 REQUESTS = 10_500
 UNREACHABLE_REQUESTS = 2_500
@@ -54,7 +54,7 @@ KINDS = ("PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "PaddleJob", "JAXJob")
 def seed(admin_api, namespace: str) -> dict:
     """Objects the payloads name: running jobs of every kind with healthy pods, a finished
     job whose pods are opted out, a pod of no job, a pod another controller owns."""
-    operator = Operator(admin_api, namespace)
+    operator = Play(admin_api, namespace, node=None)
     jobs, pods = [], []
     for kind in KINDS:
         job = operator.create_job(
@@ -228,7 +228,7 @@ def test_ten_thousand_hostile_requests_against_the_real_api(control_plane, admin
     assert figures.within("fuzz: requests answered 2xx or 4xx (real API)", answered, ">=", REQUESTS), answered
     assert pod_state(admin_api, namespace) == before, "a pod was deleted or replaced"
     assert not [d for d in decisions if d["result"] == "deleted"], "the function deleted something"
-    assert not Operator(admin_api, namespace).events("PodsCleanedUp")
+    assert not Play(admin_api, namespace, node=None).events("PodsCleanedUp")
     growth_mib = (rss_after - rss_before) / 1024 / 1024
     assert figures.within("fuzz: worker RSS growth MiB after the warm-up", growth_mib, "<", RSS_GROWTH_MIB), (
         rss_before,

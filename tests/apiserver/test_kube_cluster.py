@@ -28,7 +28,7 @@ from podsweeper.service import Service
 from tests.fixtures.builders import at, event, ping, split
 from tests.fixtures.builders import container_status as cs
 from tests.fixtures.parse import parse_pod
-from tests.support.k8s import Operator
+from tests.support.stack.players import Play
 from tests.support.trainer_objects import trainer_namespace
 
 SUSPEND_RBAC = Path(__file__).resolve().parents[2] / "knative/overlays/crashloop-suspend/suspend-rbac.yaml"
@@ -42,7 +42,7 @@ def cluster(control_plane):
 
 @pytest.fixture
 def operator(admin_api, namespace):
-    return Operator(admin_api, namespace)
+    return Play(admin_api, namespace, node=None)
 
 
 def test_get_job_found_missing_and_replaced(cluster, operator, namespace):
@@ -280,7 +280,7 @@ def test_a_listing_goes_on_after_its_continue_token_expired(
     assert "continue token expired, going on at the newest state" in caplog.text
 
 
-def seed_experiment_2(operator: Operator):
+def seed_experiment_2(operator: Play):
     """The seed's PyTorchJob: master succeeds at 33s, workers crash-loop, job Succeeded at 34s."""
     job = operator.create_job()
     pods = {"master": operator.create_pod(job, "Master", 0)}

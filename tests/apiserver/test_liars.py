@@ -27,7 +27,7 @@ from tests.fixtures.builders import at, event, stamp
 from tests.fixtures.builders import container_status as cs
 from tests.support import audit
 from tests.support.harness.served import Served
-from tests.support.k8s import Operator
+from tests.support.stack.players import Play
 from tests.support.trainer_objects import TrainerObjects
 
 
@@ -65,7 +65,7 @@ def test_lies_make_the_function_write_nothing_and_read_no_log(audited, tmp_path)
     namespace = f"t-{secrets.token_hex(4)}"
     core = client.CoreV1Api(admin)
     core.create_namespace({"metadata": {"name": namespace}})
-    operator, trainer = Operator(admin, namespace), TrainerObjects(admin, namespace)
+    operator, trainer = Play(admin, namespace, node=None), TrainerObjects(admin, namespace)
     # A running PyTorchJob (a backoffLimit: its add names no warning) and its healthy workers.
     train = operator.create_job(name="train", backoff_limit=3)
     train = operator.set_job_conditions(train, [("Created", at(0)), ("Running", at(1))])

@@ -31,7 +31,7 @@ from tests.fixtures.builders import container_status as cs
 from tests.support import figures
 from tests.support.controlplane.launcher import USERS
 from tests.support.harness.served import ALL_LOGS, Served, binary_headers, unreachable_kubeconfig
-from tests.support.k8s import Operator
+from tests.support.stack.players import Play
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "function" / "podsweeper"
@@ -223,7 +223,7 @@ def assert_no_secret(text: str, where: str) -> None:
 
 def test_every_decision_path_logs_no_env_value(control_plane, admin_api, namespace, tmp_path):
     """Deletes with evidence, warnings, skips, dry-run, 400s and 503s: the secret appears nowhere."""
-    operator = Operator(admin_api, namespace)
+    operator = Play(admin_api, namespace, node=None)
     finished = operator.create_job(name="done")
     for index in range(2):
         worker = operator.create_pod(finished, "Worker", index)
@@ -285,7 +285,7 @@ def test_every_decision_path_logs_no_env_value(control_plane, admin_api, namespa
     figures.add("security: log lines checked for env values", dry_log.count("\n") + live_log.count("\n"))
 
 
-def looping_pod(operator: Operator, name: str) -> dict:
+def looping_pod(operator: Play, name: str) -> dict:
     return json.loads(
         operator.core.read_namespaced_pod(name, operator.namespace, _preload_content=False).data
     )

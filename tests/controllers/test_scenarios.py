@@ -218,11 +218,11 @@ def test_3_orphans_deleted_after_grace_without_a_garbage_collector(
     play.job_conditions(job, "Created", "Running")
     old = {}
     for rtype, index in (("Master", 0), ("Worker", 0)):
-        pod = play.create_pod(builders.pod(job, rtype, index))
+        pod = play.create_pod(job, rtype, index)
         play.pod_status(pod["metadata"]["name"], "Running", running())
         old[pod["metadata"]["uid"]] = pod["metadata"]["name"]
     time.sleep(ORPHAN_GRACE_SECONDS + 1.2)  # creationTimestamp has whole seconds
-    young = play.create_pod(builders.pod(job, "Worker", 1))
+    young = play.create_pod(job, "Worker", 1)
     deleted_at = time.monotonic()
     play.delete_job(job, propagation="Background")
     _orphans_then_the_young_one(stack, core, namespace, job, old, young, deleted_at, timings, "Background")

@@ -17,7 +17,7 @@ from datetime import datetime
 from urllib.parse import urlparse
 
 from tests.fixtures import builders as b
-from tests.support.k8s import for_create
+from tests.fixtures.builders import for_create
 
 
 class RawApi:

@@ -1,11 +1,14 @@
-"""Scripts that play the Kubeflow training operator, the kubelet and the user against the
-real API server, with the objects tests/fixtures/builders.py makes.
+"""The one player of the Kubeflow training operator, the kubelet and the user against the real
+API server, with the objects tests/fixtures/builders.py makes; and the seed's experiments as
+timelines of its steps.
 
-No controller runs in the test control plane, so each change is written the way its real
-author writes it: the user creates the job; the operator creates the pods (labels and a
-controller ownerReference to the job) and writes the job's conditions through the `status`
-subresource; the kubelet writes pod status through the `status` subresource and finishes
-graceful deletions.
+Where no controller runs (the API server tests, the players world), each change is written
+the way its real author writes it: the user creates the job; the operator creates the pods
+(labels and a controller ownerReference to the job) and writes the job's conditions through
+the `status` subresource; the kubelet writes pod status through the `status` subresource and
+finishes graceful deletions. `node` is where the pods are bound: a node (the players world)
+makes a delete graceful, for the kubelet to finish; None (the API server tests: no kubelet)
+makes it immediate.
 
 The seed experiments (docs/seed.md) are timelines of such steps at the seed's
 offsets in seconds, multiplied by `scale` (1.0 = the seed's real pace).
@@ -25,9 +28,10 @@ from kubernetes.client.rest import ApiException
 from podsweeper import kinds
 from tests.fixtures import builders
 from tests.fixtures.builders import container_status as cs
-from tests.support.k8s import for_create
+from tests.fixtures.builders import for_create
 
 MERGE_PATCH = "application/merge-patch+json"
+KUBELET_NODE = "las1"  # the players world's node: its pods' deletes are graceful
 
 
 def now() -> datetime:
@@ -49,6 +53,7 @@ class Play:
     api: client.ApiClient
     namespace: str
     scale: float = 1.0
+    node: str | None = KUBELET_NODE  # its pods' spec.nodeName (None: deletes are immediate)
     t0: float = field(default_factory=time.monotonic)
     log: list[str] = field(default_factory=list)
 
@@ -81,6 +86,10 @@ class Play:
         )
         self._note(f"user: created {job['kind']} {job['metadata']['name']}")
         return created
+
+    def create_job(self, kind: str = "PyTorchJob", name: str = "pytest", **kw) -> dict:
+        """builders.job(kind, name, **kw) in this namespace, submitted."""
+        return self.submit(builders.job(kind, name, self.namespace, **kw))
 
     def delete_job(self, job: dict, propagation: str = "Background") -> None:
         """Delete the job. Nothing garbage-collects here, so its pods stay either way."""
@@ -126,26 +135,23 @@ class Play:
         pods = {}
         for rtype, spec in job["spec"][key].items():
             for index in range(spec.get("replicas", 1)):
-                pod = builders.pod(job, rtype, index, **pod_kwargs)
-                pods[pod["metadata"]["name"]] = self.create_pod(pod)
+                pod = self.create_pod(job, rtype, index, **pod_kwargs)
+                pods[pod["metadata"]["name"]] = pod
         return pods
 
-    def create_pod(self, pod: dict) -> dict:
+    def create_pod(self, job: dict, replica_type: str, index: int, **kw) -> dict:
+        """builders.pod(job, replica_type, index, **kw) on this player's node, created."""
+        pod = builders.pod(job, replica_type, index, **{"node": self.node, **kw})
         created = json.loads(
             self.core.create_namespaced_pod(self.namespace, for_create(pod), _preload_content=False).data
         )
         self._note(f"operator: created pod {pod['metadata']['name']}")
         return created
 
-    def job_conditions(self, job: dict, *types: str) -> float:
-        """Write the job's conditions (each True in order, as the operator does).
-
-        Returns time.monotonic() just before the write was sent.
-        """
-        stamped = [(ctype, now()) for ctype in types]
-        status = builders.set_conditions(job, stamped)["status"]
-        sent = time.monotonic()
-        self.custom.patch_namespaced_custom_object_status(
+    def set_job_conditions(self, job: dict, conditions) -> dict:
+        """Write the job's conditions, (type, at) each True in order; returns the job as stored."""
+        status = builders.set_conditions(job, conditions)["status"]
+        written = self.custom.patch_namespaced_custom_object_status(
             kinds.GROUP,
             _version(job),
             self.namespace,
@@ -155,7 +161,17 @@ class Play:
             _content_type=MERGE_PATCH,
             _preload_content=False,
         )
-        self._note(f"operator: {job['metadata']['name']} conditions {', '.join(types)}")
+        self._note(f"operator: {job['metadata']['name']} conditions {', '.join(c for c, _ in conditions)}")
+        return json.loads(written.data)
+
+    def job_conditions(self, job: dict, *types: str) -> float:
+        """Write the job's conditions, each True now, in order (as the operator does).
+
+        Returns time.monotonic() just before the write was sent.
+        """
+        stamped = [(ctype, now()) for ctype in types]
+        sent = time.monotonic()
+        self.set_job_conditions(job, stamped)
         return sent
 
     def delete_pods(self, names: Iterable[str]) -> None:
@@ -169,8 +185,20 @@ class Play:
                     raise
 
     # -- the kubelet ---------------------------------------------------------------------
+    def set_pod_status(self, pod: dict, phase: str, containers: list[dict] | None = None) -> dict:
+        """Write a pod's phase (and containerStatuses) as a strategic merge patch; returns the
+        pod as stored. An error is the test's."""
+        status: dict = {"phase": phase}
+        if containers is not None:
+            status["containerStatuses"] = containers
+        response = self.core.patch_namespaced_pod_status(
+            pod["metadata"]["name"], self.namespace, {"status": status}, _preload_content=False
+        )
+        return json.loads(response.data)
+
     def pod_status(self, name: str, phase: str, *containers: dict) -> bool:
-        """Write a pod's status as the kubelet does; False if the pod is gone (or going)."""
+        """Write a pod's status as the kubelet does (started now, the container statuses
+        replaced); False if the pod is gone (or going)."""
         status: dict = {"phase": phase, "startTime": builders.stamp(now())}
         if containers:
             status["containerStatuses"] = list(containers)
@@ -200,6 +228,14 @@ class Play:
         except ApiException as error:
             if error.status != 404:
                 raise
+
+    # -- what the test reads -----------------------------------------------------------------
+    def pod_names(self) -> list[str]:
+        return sorted(p.metadata.name for p in self.core.list_namespaced_pod(self.namespace).items)
+
+    def events(self, reason: str | None = None) -> list:
+        items = self.core.list_namespaced_event(self.namespace).items
+        return [e for e in items if reason is None or e.reason == reason]
 
 
 def running(**kw) -> dict:
