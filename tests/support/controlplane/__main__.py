@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 from tests.support.controlplane.launcher import USERS, ControlPlane, ControlPlaneError
-from tests.support.harness.processes import StopSignal, stop_on_signals
+from tests.support.harness.processes import StopSignal, ready_until_signalled, stop_on_signals
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,10 +40,7 @@ def main(argv: list[str] | None = None) -> int:
             cp.write_kubeconfig(args.kubeconfig, args.user)
             if args.function_kubeconfig:
                 cp.write_kubeconfig(args.function_kubeconfig, "function")
-            print("READY", flush=True)
-            while True:
-                cp.check_alive()
-                time.sleep(0.5)
+            ready_until_signalled(cp.check_alive)
     except StopSignal:
         print("control plane: stopped", file=sys.stderr, flush=True)
         return 0

@@ -234,3 +234,13 @@ def stop_on_signals() -> None:
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+
+
+def ready_until_signalled(*checks: Callable[[], None]) -> None:
+    """A CLI's ready line: print READY on stdout, then run every check (each raises once a part
+    has died) twice a second until SIGTERM/SIGINT (StopSignal, after stop_on_signals())."""
+    print("READY", flush=True)
+    while True:
+        for check in checks:
+            check()
+        time.sleep(0.5)

@@ -40,10 +40,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-import time
 from pathlib import Path
 
-from tests.support.harness.processes import StopSignal, stop_on_signals
+from tests.support.harness.processes import StopSignal, ready_until_signalled, stop_on_signals
 
 
 def _env_pair(text: str) -> tuple[str, str]:
@@ -147,10 +146,7 @@ def main(argv: list[str] | None = None) -> int:
                     file=sys.stderr,
                     flush=True,
                 )
-                print("READY", flush=True)
-                while True:
-                    stack.check_alive()
-                    time.sleep(0.5)
+                ready_until_signalled(stack.check_alive)
     except StopSignal:
         print("stack: stopped", file=sys.stderr, flush=True)
         if stack is not None and not args.keep_logs:
@@ -197,11 +193,7 @@ def _eventing(args) -> int:
                 file=sys.stderr,
                 flush=True,
             )
-            print("READY", flush=True)
-            while True:
-                eventing.check_alive()
-                world.check_alive()
-                time.sleep(0.5)
+            ready_until_signalled(eventing.check_alive, world.check_alive)
     except StopSignal:
         print("stack: stopped", file=sys.stderr, flush=True)
         return 0

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 from tests.support.controlplane.launcher import ControlPlaneError
-from tests.support.harness.processes import StopSignal, stop_on_signals
+from tests.support.harness.processes import StopSignal, ready_until_signalled, stop_on_signals
 from tests.support.world.launcher import World, WorldError
 
 
@@ -59,10 +58,7 @@ def main(argv: list[str] | None = None) -> int:
             mpi_operator=args.mpi_operator,
         ) as world:
             world.control_plane.write_kubeconfig(args.kubeconfig, "admin")
-            print("READY", flush=True)
-            while True:
-                world.check_alive()
-                time.sleep(0.5)
+            ready_until_signalled(world.check_alive)
     except StopSignal:
         print("world: stopped", file=sys.stderr, flush=True)
         return 0
