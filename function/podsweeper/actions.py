@@ -1,12 +1,12 @@
 """Carrying out decisions: deletes (bounded, concurrent, dry-run aware) and the Events that
-record them."""
+record them. The acting handle (podsweeper.actor) calls this and reports what it returns."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from podsweeper.cluster.base import Cluster
@@ -33,6 +33,17 @@ class Acted:
     deleted: int = 0
 
 
+@dataclass
+class Carried:
+    """What carry_out did: each decision's Applied in the decisions' order (those decided
+    before an API failure), the bound's count, and the failure that stopped it, if any: the
+    caller reports what was done, then lets the failure go on (503: the source retries)."""
+
+    applied: list[Applied] = field(default_factory=list)
+    acted: Acted = field(default_factory=Acted)
+    failure: ApiUnavailable | None = None
+
+
 def dry_run(decision: Decision, settings: Settings) -> bool:
     """Whether a decision must change nothing: its namespace's policy says dry-run (or off), or,
     with no policy stamped, the global setting does. A global dry-run holds whatever a policy
@@ -48,18 +59,18 @@ def carry_out(
     cluster: Cluster,
     settings: Settings,
     now: datetime,
-    on_applied: Callable[[Applied], None],
     budget: int,
     executor: Executor | None = None,
-) -> Acted:
-    """Act on decisions; each result is reported in the decisions' order.
+) -> Carried:
+    """Act on decisions; each result comes back in the decisions' order.
 
     At most `budget` DELETE requests are sent (each counts, whatever it answers); the rest are DEFERRED (the next event or sweep decides
     them again from fresh state). With an executor the deletes run concurrently (its worker
     count bounds how many are in flight). Warnings are written even in dry-run: they change
-    nothing but an Event. If the API fails, every delete already made is still reported and
-    recorded (best effort) before the failure goes on (503: the source retries the event).
+    nothing but an Event. If the API fails, every delete already made is still returned and
+    recorded (best effort), with the failure (503: the source retries the event).
     """
+    carried = Carried()
     pending: list[tuple[Decision, Result | None | Future[Result]]] = []
     failure: ApiUnavailable | None = None
     suspended: dict[tuple[str, str, str], Result] = {}  # one suspend per job, whatever its pods
@@ -99,14 +110,16 @@ def carry_out(
                 continue  # the others still finish: their deletes must be reported
         if outcome is Result.DELETED:
             deleted_by_job[decision.job.key].append(decision)
-        on_applied(Applied(decision, outcome))
-    if failure is not None:
-        # The retry will not see the pods deleted so far: keep their evidence now if the
-        # API lets us, then let the original failure through.
-        _record_cleanups(deleted_by_job, cluster, now, best_effort=True)
-        raise failure
-    _record_cleanups(deleted_by_job, cluster, now)
-    return Acted(sent, sum(len(deleted) for deleted in deleted_by_job.values()))
+        carried.applied.append(Applied(decision, outcome))
+    carried.acted = Acted(sent, sum(len(deleted) for deleted in deleted_by_job.values()))
+    carried.failure = failure
+    # The retry will not see the pods deleted so far: record them even when the API failed
+    # (then as best it can; the original failure is what goes on).
+    try:
+        _record_cleanups(deleted_by_job, cluster, now, best_effort=failure is not None)
+    except ApiUnavailable as error:
+        carried.failure = error
+    return carried
 
 
 def _delete(cluster: Cluster, decision: Decision, executor: Executor | None) -> Result | Future[Result]:
@@ -116,7 +129,7 @@ def _delete(cluster: Cluster, decision: Decision, executor: Executor | None) -> 
     (and so its resourceVersion) changes with every pod, and the uid is what says "the one
     decided on"."""
     if decision.target is Target.INTERMEDIATE:
-        assert decision.link is not None, "a intermediate decision names its link"
+        assert decision.link is not None, "a decision about a JobSet or batch Job names its link"
         return cluster.delete_intermediate(decision.link, decision.namespace, decision.name, decision.uid)
     if decision.target is not Target.POD:
         raise ValueError(f"rule {decision.rule} would delete a {decision.kind} itself: no rule may")

@@ -12,18 +12,21 @@ from podsweeper.policy import NamespacePolicy
 
 
 class Rule(StrEnum):
+    """The registry of rules: one line per rule, in the order the passes decide them (a pod's
+    first rule that names it decides for it). Each is one module, podsweeper.rules.<name in
+    lower case>, whose SPEC podsweeper.rules loads from this line: adding a rule is its module
+    and its line here."""
+
+    ORPHAN = "orphan"
     FINISHED_JOB_ACTIVE_POD = "finished-job-active-pod"
     CLEAN_POD_POLICY_ALL = "clean-pod-policy-all"
-    ORPHAN = "orphan"
     CRASH_LOOP = "crash-loop"
     NO_BACKOFF_LIMIT = "no-backoff-limit"
-    # Trainer v2 (podsweeper.lineage)
-    FINISHED_TRAINJOB_RESTARTED = "finished-trainjob-restarted"
+    FAILED_MPIJOB_RUNNING = "failed-mpijob-running"  # mpi-operator (MPIJob v2beta1), #647
+    STUCK_TERMINATING = "stuck-terminating"  # opt-in
+    FINISHED_TRAINJOB_RESTARTED = "finished-trainjob-restarted"  # Trainer v2 (podsweeper.lineage)
     UNBOUNDED_JOBSET_RESTARTS = "unbounded-jobset-restarts"
     DEADLINE_EXCEEDED_JOBSET_RUNNING = "deadline-exceeded-jobset-running"
-    STUCK_TERMINATING = "stuck-terminating"  # opt-in
-    # mpi-operator (MPIJob v2beta1): Failed, yet its operator keeps running it (#647)
-    FAILED_MPIJOB_RUNNING = "failed-mpijob-running"
 
 
 class Action(StrEnum):
@@ -78,7 +81,7 @@ class Decision:
     # Since when those GPUs are wasted: the job finished, or the crash loop began (the pod
     # started); None when unknown (an orphan's job vanished at a time nothing records).
     wasted_since: datetime | None = None
-    link: IntermediateKind | None = None  # the chain link, when target is WORKLOAD
+    link: IntermediateKind | None = None  # the chain link, when target is INTERMEDIATE
     # The job's labels (who owns it), as read now; empty when the job is gone.
     owner: tuple[tuple[str, str], ...] = ()
     # The namespace's policy it was decided under (podsweeper.policy); None: the global settings.
@@ -86,7 +89,7 @@ class Decision:
 
     def __post_init__(self) -> None:
         if (self.target is Target.INTERMEDIATE) != (self.link is not None):
-            raise ValueError("a decision about a intermediate names its link, and only then")
+            raise ValueError("a decision about a JobSet or batch Job names its link, and only then")
 
     @property
     def kind(self) -> str:

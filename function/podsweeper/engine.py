@@ -16,7 +16,16 @@ from podsweeper.decisions import Decision
 from podsweeper.lineage import Lineage
 from podsweeper.model import Intermediate, Job, JobRef, Node, Owner, Pod
 from podsweeper.ownership import controlled_by
-from podsweeper.rules import CHAIN_CHECKS, JOB_CHECKS, POD_CHECKS, STUCK_CHECKS, Context
+from podsweeper.rules import (
+    CHAIN_CHECKS,
+    JOB_CHECKS,
+    POD_CHECKS,
+    STUCK_CHECKS,
+    Context,
+    Listed,
+    Looks,
+    nominating,
+)
 from podsweeper.rules.door import decide
 
 # Pods a finished job may have beyond what it declares: leftovers of restarts and re-creations.
@@ -166,3 +175,9 @@ def decide_stuck(
         if decision is not None:
             decisions.append(decision)
     return decisions
+
+
+def nominated(looks: Looks, listed: Listed, now: datetime, settings: Settings) -> bool:
+    """Whether a rule of this pass shape, from what the sweep listed, calls for the pass."""
+    ctx = Context(now, settings)
+    return any(hook(listed, ctx) for _spec, hook in nominating(looks))

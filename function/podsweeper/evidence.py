@@ -14,6 +14,9 @@ refused for its size.
 
 Each record says what happened to its pod, as known when it was written (its Source): a
 record of podsweeper's own act is written after the act, from its Result, never before.
+
+Over 300 lines, on purpose: the record, its sources' order and the store's bound are one
+format; a split would put the bound apart from the records it bounds.
 """
 
 from __future__ import annotations

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from podsweeper import metrics
 from podsweeper.actions import Applied
@@ -29,13 +30,17 @@ from podsweeper.evidence import (
     Failure,
     NotKept,
     Source,
+    failures_of,
     failures_of_decided,
     merge,
     source_of,
     upgrades,
 )
-from podsweeper.model import JobRef
-from podsweeper.policy import Mode, NamespacePolicy, global_policy
+from podsweeper.model import JobRef, Pod, Verb
+from podsweeper.namespaces import Closed, NamespacePolicies
+from podsweeper.policy import NamespacePolicy, global_policy
+from podsweeper.proof import proven_job
+from podsweeper.report import log_disagreement
 
 # Terminations this instance has kept (or found kept): bounded, oldest forgotten first.
 REMEMBERED = 100_000
@@ -58,14 +63,12 @@ class Acting:
 
 
 class EvidenceKeeper:
-    def __init__(
-        self, settings: Settings, policy_of: Callable[[Cluster, str], NamespacePolicy] | None = None
-    ):
+    def __init__(self, settings: Settings, policies: NamespacePolicies | None = None):
         self.settings = settings
-        # A namespace's policy: evidence is kept where its mode is not `off`, log text where
-        # it allows it. Asked only for a failure not kept yet, when the keeping goes to the API
-        # anyway, and before reading logs. None: the global settings everywhere.
-        self._policy_of = policy_of
+        # Each namespace's policy: evidence is kept where podsweeper is in scope and not `off`,
+        # log text where it allows it. Asked only for a failure not kept yet, when the keeping
+        # goes to the API anyway, and before reading logs. None: the global settings everywhere.
+        self._policies = policies
         # Each run kept (or found kept), with its source: an upgrade is not "already kept".
         self._kept: OrderedDict[RunKey, Source] = OrderedDict()
         # Runs of pods a pass is acting on: a sighting of them meanwhile (the pod's delete
@@ -73,7 +76,9 @@ class EvidenceKeeper:
         self._held: Counter[RunKey] = Counter()
         self._lock = threading.Lock()
 
-    def keep(self, cluster: Cluster, job: JobRef, failures: Iterable[Failure], read_logs: bool) -> int:
+    def keep(
+        self, cluster: Cluster, job: JobRef, failures: Iterable[Failure], *, read_logs: bool, now: datetime
+    ) -> int:
         """Keep what is new of these failures in the job's store; returns how many were new.
 
         New: a run not kept yet, or one kept from a weaker source than this one (an upgrade,
@@ -89,8 +94,8 @@ class EvidenceKeeper:
             unread = {f.key for f in new if f.key not in self._kept}
         if not new:
             return 0
-        policy = self._policy(cluster, job.namespace)
-        if policy.mode is Mode.OFF:
+        policy = self._policy(cluster, job.namespace, now)
+        if policy is None:
             self._remember(new)  # podsweeper is off there: keep nothing, do not ask again
             return 0
         if not job.uid:
@@ -104,7 +109,7 @@ class EvidenceKeeper:
         if not self._text_allowed(policy):
             new = [f.without_text() for f in new]
         elif read_logs:
-            new = self._read_logs(cluster, job.namespace, new, unread, policy)
+            new = self._read_logs(cluster, job.namespace, new, unread, now, policy)
         try:
             for _attempt in (1, 2):  # a store written by another instance meanwhile: read it again
                 found = cluster.read_evidence(job)
@@ -117,7 +122,7 @@ class EvidenceKeeper:
         self._remember(new)
         return len(new)
 
-    def before_acting(self, cluster: Cluster, decisions: Iterable[Decision]) -> Acting:
+    def before_acting(self, cluster: Cluster, decisions: Iterable[Decision], now: datetime) -> Acting:
         """What must be read while the pods exist, before a pass acts on its delete decisions:
         each pod's failed runs (its decision's evidence) and their last log lines (runs not
         kept before, LOG_READS_PER_PASS per job). Nothing is written: what became of the pod is
@@ -133,7 +138,7 @@ class EvidenceKeeper:
             runs = [f for pod in pods.values() for f in pod]
             with self._lock:
                 unread = {f.key for f in runs if f.key not in self._kept}
-            read = {f.key: f for f in self._read_logs(cluster, job.namespace, runs, unread)}
+            read = {f.key: f for f in self._read_logs(cluster, job.namespace, runs, unread, now)}
             for uid, pod in pods.items():
                 pods[uid] = [read[f.key] for f in pod]
         with self._lock:
@@ -141,7 +146,12 @@ class EvidenceKeeper:
         return acting
 
     def after_acting(
-        self, cluster: Cluster, acting: Acting, applied: Iterable[Applied], best_effort: bool = False
+        self,
+        cluster: Cluster,
+        acting: Acting,
+        applied: Iterable[Applied],
+        now: datetime,
+        best_effort: bool = False,
     ) -> None:
         """Keep each held run with the source its pod's Result says (no Result: the API failed
         before it was known; the run was seen terminated, nothing more), one write per job.
@@ -156,11 +166,40 @@ class EvidenceKeeper:
         for job, pods in acting.by_job.values():
             runs = [f.kept_as(source_of(results.get(uid))) for uid, pod in pods.items() for f in pod]
             try:
-                self.keep(cluster, job, runs, read_logs=False)
+                self.keep(cluster, job, runs, read_logs=False, now=now)
             except ApiUnavailable as error:
                 failure = failure or error
         if failure is not None and not best_effort:
             raise failure
+
+    def keep_sighted(self, verb: Verb, pod: Pod, cluster: Cluster, now: datetime) -> None:
+        """A pod event that shows a failed run not kept yet: keep the runs the pod shows when
+        read now (its log too, while it exists), if it is that pod and its job's.
+
+        The payload only says where to look: any caller can name any pod. The pod is read fresh
+        (the event's uid, still there), its job proven by its controller chain read now, and what
+        is kept is the fresh status's failed runs. A delete event's pod is gone and can be read
+        no more: nothing is kept from it (the runs it showed were kept from its earlier events)."""
+        if verb is Verb.DELETE or pod.job is None or pod.foreign_controller:
+            return
+        gpus = self.settings.gpu_resource_names
+        if not self.any_new(failures_of(pod, pod.gpus(gpus), Source.TERMINATED)):
+            return
+        fresh = cluster.get_pod(pod.namespace, pod.name)
+        if fresh is None or fresh.uid != pod.uid:
+            fact = "gone" if fresh is None else f"another pod (uid {fresh.uid})"
+            log_disagreement(f"pod {pod.namespace}/{pod.name} uid {pod.uid} failed", f"{fact}: nothing kept")
+            return
+        job = proven_job(fresh, cluster)
+        if job is None or fresh.job is None or pod.job.key != fresh.job.key:
+            log_disagreement(
+                f"pod {pod.namespace}/{pod.name} is {pod.job.kind.kind} {pod.job.name}'s",
+                "its controller chain, read now, does not prove it: nothing kept",
+            )
+            return
+        failures = failures_of(fresh, fresh.gpus(gpus), Source.TERMINATED)
+        if failures:
+            self.keep(cluster, job, failures, read_logs=True, now=now)
 
     def any_new(self, failures: Iterable[Failure]) -> bool:
         """Whether keeping these would write anything (no API request): an event showing only
@@ -186,10 +225,12 @@ class EvidenceKeeper:
             while len(self._kept) > REMEMBERED:
                 self._kept.popitem(last=False)
 
-    def _policy(self, cluster: Cluster, namespace: str) -> NamespacePolicy:
-        if self._policy_of is None:
+    def _policy(self, cluster: Cluster, namespace: str, now: datetime) -> NamespacePolicy | None:
+        """The namespace's policy; None where podsweeper is out of scope or `off`."""
+        if self._policies is None:
             return global_policy(self.settings, namespace)
-        return self._policy_of(cluster, namespace)
+        admitted = self._policies.admit(cluster, namespace, now)
+        return None if isinstance(admitted, Closed) else admitted.policy
 
     def _text_allowed(self, policy: NamespacePolicy) -> bool:
         """Whether the containers' own text may be kept there: the namespace's policy, which
@@ -206,12 +247,14 @@ class EvidenceKeeper:
         namespace: str,
         failures: list[Failure],
         unread: set[RunKey],
+        now: datetime,
         policy: NamespacePolicy | None = None,
     ) -> list[Failure]:
         """The failures, the first LOG_READS_PER_PASS of those in `unread` with their log tail."""
         if not unread or not self.settings.evidence_log_lines:
             return failures
-        if not self._text_allowed(policy or self._policy(cluster, namespace)):
+        policy = policy or self._policy(cluster, namespace, now)
+        if policy is None or not self._text_allowed(policy):
             return failures
         reads, read = LOG_READS_PER_PASS, []
         for failure in failures:

@@ -9,6 +9,7 @@ TrainJob, its JobSet, the Jobs and pods labelled with its name) into a Lineage.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from podsweeper.kinds import Chain
 from podsweeper.model import FinishMark, Intermediate, Job, JobRef, Pod
@@ -27,6 +28,47 @@ def made_again(job: Job, jobset: Intermediate) -> bool:
         return False
     started = max(job.created, job.suspend_changed_at or job.created)
     return (jobset.created - started).total_seconds() >= FIRST_JOBSET_WITHIN_SECONDS
+
+
+# How long after the finish an event claims a JobSet made again may still be the restart
+# that erased it: Trainer makes it within ~20 ms of the old one's delete (measured), and the
+# event comes within seconds; a claim older than this cannot be corroborated any more.
+ERASED_WITHIN_SECONDS = 60.0
+
+
+def finish_seen(job: Job, jobset: Intermediate | None, claimed: datetime | None) -> FinishMark | None:
+    """The finish of a chained job to remember: the one the fresh read shows, with the JobSet it
+    finished with (its own, unless that one was made after the finish); or, when an event
+    `claimed` a finish (its time) that the fresh job no longer shows, the one Trainer erased, if
+    the fresh objects corroborate it.
+
+    Trainer v2.3.0 derives Failed from the JobSet and drops it once the JobSet is gone, making a
+    new one: under JobSet ttlSecondsAfterFinished 0 a TrainJob is Failed for ~50 ms, and the pass
+    of that event can read it after (measured). Failed is the only finish it erases. The event
+    is a claim: anyone who can reach the function can send one, with the job's real uid. So the
+    erasure is believed only on the job's own JobSet, read now: the one it failed with, ended
+    (a JobSet only being deleted proves nothing: a person may delete a running one); or one made again (not the job's first) at or after the claimed finish and
+    within ERASED_WITHIN_SECONDS of it. A running job's first JobSet corroborates nothing, nor
+    does no JobSet at all (a restart in that window goes unseen: a missed act, never a wrong one)."""
+    if job.finished is not None:
+        if jobset is None:
+            return None
+        owned = controlled_by(jobset.controller, job.kind.kind, job.uid)
+        made_after = (
+            job.finished_at is not None and jobset.created is not None and jobset.created > job.finished_at
+        )
+        return FinishMark(job.finished, job.finished_at, jobset.uid if owned and not made_after else "")
+    if claimed is None or jobset is None or not controlled_by(jobset.controller, job.kind.kind, job.uid):
+        return None
+    failed = job.kind.finished_conditions[-1]
+    if jobset.finished is not None:  # the JobSet it finished with, ended (maybe on its way out)
+        return FinishMark(failed, None, jobset.uid)
+    if jobset.created is None or not made_again(job, jobset):
+        return None
+    since = (jobset.created - claimed).total_seconds()
+    if 0 <= since <= ERASED_WITHIN_SECONDS:
+        return FinishMark(failed, jobset.created, "")  # the JobSet made again already
+    return None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,9 @@ from podsweeper.kinds import IntermediateKind, TrainingKind
 
 SKIP_ANNOTATION = "podsweeper.dev/skip"
 
+# restartPolicy values under which a failed replica is restarted in place.
+RESTARTING_POLICIES = frozenset({"OnFailure", "Always", "ExitCode"})
+
 
 class CleanPodPolicy(StrEnum):
     """What the operator itself deletes when a job finishes (spec.runPolicy.cleanPodPolicy)."""
@@ -180,6 +183,14 @@ class Job:
     def restarts_unbounded(self) -> bool:
         """No backoffLimit and no deadline: nothing will ever stop failed pods restarting."""
         return self.backoff_limit is None and self.active_deadline_seconds is None
+
+    @property
+    def replicas_restarting_forever(self) -> tuple[str, ...]:
+        """Replica types whose failed pods restart in place (restartPolicy OnFailure, Always or
+        ExitCode) with no backoffLimit to stop them."""
+        if self.backoff_limit is not None:
+            return ()
+        return tuple(sorted(r for r, policy in self.restart_policies if policy in RESTARTING_POLICIES))
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,9 @@ from podsweeper.cluster.base import Cluster
 from podsweeper.config import Settings
 from podsweeper.errors import ApiUnavailable
 from podsweeper.model import EventRecord, Namespace
-from podsweeper.policy import NamespacePolicy, effective, global_policy, resolve
+from podsweeper.policy import Knob, Mode, NamespacePolicy, effective, global_policy, resolve
 from podsweeper.report import truncate
+from podsweeper.triage import in_scope
 
 log = logging.getLogger("podsweeper.namespaces")
 
@@ -43,6 +44,17 @@ class Resolved:
 
     policy: NamespacePolicy
     settings: Settings
+
+
+@dataclass(frozen=True)
+class Closed:
+    """Why podsweeper does nothing in a namespace: outside its scope, or `off` there."""
+
+    note: str
+
+
+def off_note(namespace: str) -> str:
+    return f"podsweeper is off in namespace {namespace} ({Knob.MODE.annotation}: {Mode.OFF.value})"
 
 
 @dataclass(frozen=True)
@@ -118,6 +130,18 @@ class NamespacePolicies:
             self._entries.move_to_end(namespace)
             while len(self._entries) > MAX_ENTRIES:
                 self._entries.popitem(last=False)
+        return resolved
+
+    def admit(self, cluster: Cluster, namespace: str, now: datetime) -> Resolved | Closed:
+        """The one gate every pass, sweep nomination and evidence write goes through: the
+        namespace is in scope (PODSWEEPER_NAMESPACES, excluded ones) and podsweeper is not
+        `off` there. The scope is checked first: it costs no API request."""
+        outside = in_scope(namespace, self.settings)
+        if outside is not None:
+            return Closed(outside.reason)
+        resolved = self.for_namespace(cluster, namespace, now)
+        if resolved.policy.mode is Mode.OFF:
+            return Closed(off_note(namespace))
         return resolved
 
     def _global_for(self, namespace: str) -> Resolved:

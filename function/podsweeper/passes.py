@@ -1,28 +1,31 @@
-"""One job's pass: re-read it (and what a rule may need), decide on that fresh state.
+"""The passes: re-read what a rule may need and decide on that fresh state. A pass only reads
+and decides; podsweeper.actor carries out what it decided.
 
-The shape of the job says which pass: a v1 job owns its pods (JobPassRunner.v1), a chained
-job reaches them through a JobSet and batch Jobs (JobPassRunner.chain, which also keeps the
-record of the job's finish that Trainer may erase). Both decide through podsweeper.engine.
+The shape of the work says which pass: a v1 job owns its pods (Passes.v1), a chained job
+reaches them through a JobSet and batch Jobs (Passes.chain, which also keeps the record of the
+job's finish that Trainer may erase), and pods the sweep saw stuck terminating are read again
+with their nodes (Passes.stuck). All decide through podsweeper.engine, under the policy of the
+namespace the one gate (NamespacePolicies.admit) resolved.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import time
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from podsweeper import engine
 from podsweeper.cluster.base import Cluster
 from podsweeper.config import Settings
 from podsweeper.decisions import Action, Decision, Target
-from podsweeper.evidence import Source, failures_of
-from podsweeper.keeper import EvidenceKeeper
-from podsweeper.lineage import Lineage, made_again
-from podsweeper.model import FinishMark, Intermediate, Job
-from podsweeper.namespaces import NamespacePolicies, Resolved
-from podsweeper.ownership import controlled_by
-from podsweeper.policy import Knob, Mode, NamespacePolicy
+from podsweeper.evidence import Failure, Source, failures_of
+from podsweeper.lineage import Lineage, finish_seen
+from podsweeper.model import JobRef, Node, Pod
+from podsweeper.namespaces import Closed, NamespacePolicies
+from podsweeper.operator import left_to_operator
+from podsweeper.policy import NamespacePolicy
 from podsweeper.report import log_disagreement
-from podsweeper.rules.operator_cleanup import left_to_operator
+from podsweeper.rules import Listed, Looks
 from podsweeper.triage import JobPass, PassReason
 
 
@@ -31,47 +34,9 @@ class PassResult:
     decisions: list[Decision]
     note: str | None
     bound: int  # how many of the decisions' deletes this pass may make
-
-
-# How long after the finish an event claims a JobSet made again may still be the restart
-# that erased it: Trainer makes it within ~20 ms of the old one's delete (measured), and the
-# event comes within seconds; a claim older than this cannot be corroborated any more.
-ERASED_WITHIN_SECONDS = 60.0
-
-
-def finish_seen(job: Job, jobset: Intermediate | None, claimed: datetime | None) -> FinishMark | None:
-    """The finish of a chained job to remember: the one the fresh read shows, with the JobSet it
-    finished with (its own, unless that one was made after the finish); or, when an event
-    `claimed` a finish (its time) that the fresh job no longer shows, the one Trainer erased, if
-    the fresh objects corroborate it.
-
-    Trainer v2.3.0 derives Failed from the JobSet and drops it once the JobSet is gone, making a
-    new one: under JobSet ttlSecondsAfterFinished 0 a TrainJob is Failed for ~50 ms, and the pass
-    of that event can read it after (measured). Failed is the only finish it erases. The event
-    is a claim: anyone who can reach the function can send one, with the job's real uid. So the
-    erasure is believed only on the job's own JobSet, read now: the one it failed with, ended
-    (a JobSet only being deleted proves nothing: a person may delete a running one); or one made again (not the job's first) at or after the claimed finish and
-    within ERASED_WITHIN_SECONDS of it. A running job's first JobSet corroborates nothing, nor
-    does no JobSet at all (a restart in that window goes unseen: a missed act, never a wrong one)."""
-    if job.finished is not None:
-        if jobset is None:
-            return None
-        owned = controlled_by(jobset.controller, job.kind.kind, job.uid)
-        made_after = (
-            job.finished_at is not None and jobset.created is not None and jobset.created > job.finished_at
-        )
-        return FinishMark(job.finished, job.finished_at, jobset.uid if owned and not made_after else "")
-    if claimed is None or jobset is None or not controlled_by(jobset.controller, job.kind.kind, job.uid):
-        return None
-    failed = job.kind.finished_conditions[-1]
-    if jobset.finished is not None:  # the JobSet it finished with, ended (maybe on its way out)
-        return FinishMark(failed, None, jobset.uid)
-    if jobset.created is None or not made_again(job, jobset):
-        return None
-    since = (jobset.created - claimed).total_seconds()
-    if 0 <= since <= ERASED_WITHIN_SECONDS:
-        return FinishMark(failed, jobset.created, "")  # the JobSet made again already
-    return None
+    # The failed runs of the pods a JobSet/Job delete takes with it, and the job they are filed
+    # under: kept before the act (the pods go by the garbage collector's hand, or not at all).
+    keep_first: tuple[JobRef, tuple[Failure, ...]] | None = None
 
 
 def stamped(decisions: list[Decision], policy: NamespacePolicy) -> list[Decision]:
@@ -80,24 +45,11 @@ def stamped(decisions: list[Decision], policy: NamespacePolicy) -> list[Decision
     return [replace(d, policy=policy) for d in decisions]
 
 
-def off_note(namespace: str) -> str:
-    return f"podsweeper is off in namespace {namespace} ({Knob.MODE.annotation}: {Mode.OFF.value})"
-
-
 @dataclass(frozen=True)
-class JobPassRunner:
+class Passes:
     settings: Settings
-    keeper: EvidenceKeeper
-    # Each namespace's policy (podsweeper.namespaces), shared with the sweep.
-    policies: NamespacePolicies = field(default=None, compare=False)  # type: ignore[assignment]
-
-    def __post_init__(self) -> None:
-        if self.policies is None:
-            object.__setattr__(self, "policies", NamespacePolicies(self.settings))
-
-    def resolved(self, cluster: Cluster, namespace: str, now: datetime) -> Resolved:
-        """The namespace's policy and the settings its passes decide with."""
-        return self.policies.for_namespace(cluster, namespace, now)
+    # Each namespace's policy (podsweeper.namespaces), shared with the sweep and the actor.
+    policies: NamespacePolicies
 
     def run(self, work: JobPass, cluster: Cluster, now: datetime) -> PassResult:
         """Re-read the job (and, when a rule may apply, its pods) and decide on that, with
@@ -105,14 +57,45 @@ class JobPassRunner:
         ref = work.ref
         if not cluster.knows_job(ref):  # only a replay cannot tell: it never saw the job
             return PassResult([], f"job unknown, not gone: {ref.kind.kind} {ref.namespace}/{ref.name}", 0)
-        resolved = self.resolved(cluster, ref.namespace, now)
-        if resolved.policy.mode is Mode.OFF:
-            return PassResult([], off_note(ref.namespace), 0)
+        admitted = self.policies.admit(cluster, ref.namespace, now)
+        if isinstance(admitted, Closed):
+            return PassResult([], admitted.note, 0)
         if ref.kind.chain is not None:
-            result = self.chain(work, cluster, now, resolved.settings)
+            result = self.chain(work, cluster, now, admitted.settings)
         else:
-            result = self.v1(work, cluster, now, resolved.settings)
-        return replace(result, decisions=stamped(result.decisions, resolved.policy))
+            result = self.v1(work, cluster, now, admitted.settings)
+        return replace(result, decisions=stamped(result.decisions, admitted.policy))
+
+    def stuck(
+        self, pods: list[tuple[str, str]], cluster: Cluster, now: datetime, deadline: float | None
+    ) -> PassResult:
+        """Rule stuck-terminating's pass: re-read each pod (namespace, name) the sweep saw stuck,
+        its node and its job, then decide. Each node is read once (a lost node holds many pods);
+        the decisions are carried out together, so one Event per job names all its pods. The
+        note says where it stopped, if at the time bound."""
+        decided: list[Decision] = []
+        nodes: dict[str, Node | None] = {}
+        note = ""
+        for index, (namespace, name) in enumerate(pods):
+            if deadline is not None and time.monotonic() > deadline - 1.0:
+                note = f" (stopped at its time bound after {index} of {len(pods)})"
+                break
+            pod = cluster.get_pod(namespace, name)
+            if pod is None or pod.job is None or pod.node is None:
+                continue
+            if not engine.nominated(Looks.STUCK, Listed(pod=pod), now, self.settings):
+                continue  # no longer stuck, read now: no node read for it
+            if pod.job.kind.chain is not None and not _chain_proven(pod, cluster):
+                continue
+            admitted = self.policies.admit(cluster, namespace, now)
+            if isinstance(admitted, Closed):
+                continue
+            job = cluster.get_job(pod.job)
+            if pod.node not in nodes:
+                nodes[pod.node] = cluster.get_node(pod.node)
+            found = engine.decide_stuck(pod, nodes[pod.node], job, now, admitted.settings)
+            decided += stamped(found, admitted.policy)
+        return PassResult(decided, note, self.settings.max_deletes_per_event)
 
     def v1(
         self, work: JobPass, cluster: Cluster, now: datetime, settings: Settings | None = None
@@ -177,26 +160,42 @@ class JobPassRunner:
                 )
         lineage = Lineage(ref, job, jobset, batch_jobs, pods, mark)
         decisions = engine.decide_chain(lineage, now, settings, new=work.check_backoff)
-        self._keep_chain_evidence(decisions, lineage, cluster)
         note = None if decisions else "the fresh state of the chain names nothing for any rule"
-        return PassResult(decisions, note, settings.max_deletes_per_event)
+        return PassResult(
+            decisions, note, settings.max_deletes_per_event, self._doomed_runs(decisions, lineage)
+        )
 
-    def _keep_chain_evidence(self, decisions: list[Decision], lineage: Lineage, cluster: Cluster) -> None:
-        """Failed runs of the pods a JobSet/Job delete is about to take with it, logs included.
-
-        Kept as seen terminated, before the act: the pods go by the garbage collector's hand
-        (or not at all, in dry-run), so no record of them says podsweeper deleted them."""
+    def _doomed_runs(
+        self, decisions: list[Decision], lineage: Lineage
+    ) -> tuple[JobRef, tuple[Failure, ...]] | None:
+        """Failed runs of the pods a JobSet/Job delete is about to take with it, seen
+        terminated: kept before the act, logs included (podsweeper.actor). The pods go by the
+        garbage collector's hand (or not at all, in dry-run), so no record of them says
+        podsweeper deleted them."""
         doomed = {d.uid for d in decisions if d.action is Action.DELETE and d.target is Target.INTERMEDIATE}
         if not doomed or lineage.job is None:
-            return
+            return None
         uid_label = lineage.chain.uid_label
         gpus = self.settings.gpu_resource_names
-        failures = [
+        failures = tuple(
             failure
             for pod in lineage.pods
             if pod.labels.get(uid_label) in doomed
             or (pod.batch_job is not None and pod.batch_job.uid in doomed)
             for failure in failures_of(pod, pod.gpus(gpus), Source.TERMINATED)
-        ]
-        if failures:
-            self.keeper.keep(cluster, lineage.job.ref, failures, read_logs=True)
+        )
+        return (lineage.job.ref, failures) if failures else None
+
+
+def _chain_proven(pod: Pod, cluster: Cluster) -> bool:
+    """A chain's pod counts as a training pod only when its JobSet, read now, is the one its
+    labels name and a TrainJob controls it (a plain JobSet's pods look alike)."""
+    assert pod.job is not None and pod.job.kind.chain is not None
+    chain = pod.job.kind.chain
+    jobset = cluster.get_intermediate(chain.links[0], pod.namespace, pod.job.name)
+    return (
+        jobset is not None
+        and jobset.uid == pod.labels.get(chain.uid_label)
+        and jobset.controller is not None
+        and jobset.controller.kind == pod.job.kind.kind
+    )

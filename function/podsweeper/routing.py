@@ -1,8 +1,8 @@
 """Which work an event calls for, with the reads Reference mode needs: event -> work.
 
 Triage (pure) decides from the object an event carries; Reference mode carries none, so it
-is read here first. A pod event that shows a failed run is also where its evidence is kept,
-while the pod (and its log) still exists.
+is read here first. Routing only reads: a pod event that claims a failed run is handed on as
+a sighting, which the acting handle (podsweeper.actor) proves and keeps.
 """
 
 from __future__ import annotations
@@ -12,61 +12,38 @@ from dataclasses import dataclass
 from podsweeper import kinds
 from podsweeper.cluster.base import Cluster
 from podsweeper.config import Settings
-from podsweeper.evidence import Source, failures_of
-from podsweeper.keeper import EvidenceKeeper
 from podsweeper.model import JobRef, Pod, Verb
-from podsweeper.ownership import controlled_by
-from podsweeper.report import log_disagreement
 from podsweeper.triage import JobPass, PassReason, in_scope, triage_object
 from podsweeper.triggers import Ignored, ObjectChange, ReferenceChange, SweepRequest, Trigger
+
+Work = JobPass | SweepRequest | Ignored
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """A pod event in scope, as its payload claims it: where its evidence may be (a claim:
+    podsweeper.actor reads the pod and its chain before it keeps anything)."""
+
+    verb: Verb
+    pod: Pod
 
 
 @dataclass(frozen=True)
 class Router:
     settings: Settings
-    keeper: EvidenceKeeper
 
-    def work_for(self, trigger: Trigger, cluster: Cluster) -> JobPass | SweepRequest | Ignored:
+    def work_for(self, trigger: Trigger, cluster: Cluster) -> tuple[Work, Sighting | None]:
+        """The work the event calls for, and the pod it sighted (Resource mode, in scope)."""
         if isinstance(trigger, (Ignored, SweepRequest)):
-            return trigger
+            return trigger, None
         namespace = trigger.namespace if isinstance(trigger, ReferenceChange) else trigger.obj.namespace
         outside = in_scope(namespace, self.settings)
         if outside is not None:
-            return outside
+            return outside, None
         if isinstance(trigger, ReferenceChange):
-            return self._resolve_reference(trigger, cluster)
-        if isinstance(trigger.obj, Pod):
-            self._keep_evidence(trigger.verb, trigger.obj, cluster)
-        return triage_object(trigger, self.settings)
-
-    def _keep_evidence(self, verb: Verb, pod: Pod, cluster: Cluster) -> None:
-        """A pod event that shows a failed run not kept yet: keep the runs the pod shows when
-        read now (its log too, while it exists), if it is that pod and its job's.
-
-        The payload only says where to look: any caller can name any pod. The pod is read fresh
-        (the event's uid, still there), its job proven by its controller chain read now, and what
-        is kept is the fresh status's failed runs. A delete event's pod is gone and can be read
-        no more: nothing is kept from it (the runs it showed were kept from its earlier events)."""
-        if verb is Verb.DELETE or pod.job is None or pod.foreign_controller:
-            return
-        gpus = self.settings.gpu_resource_names
-        if not self.keeper.any_new(failures_of(pod, pod.gpus(gpus), Source.TERMINATED)):
-            return
-        fresh = cluster.get_pod(pod.namespace, pod.name)
-        if fresh is None or fresh.uid != pod.uid:
-            fact = "gone" if fresh is None else f"another pod (uid {fresh.uid})"
-            log_disagreement(f"pod {pod.namespace}/{pod.name} uid {pod.uid} failed", f"{fact}: nothing kept")
-            return
-        job = proven_job(fresh, cluster)
-        if job is None or fresh.job is None or pod.job.key != fresh.job.key:
-            log_disagreement(
-                f"pod {pod.namespace}/{pod.name} is {pod.job.kind.kind} {pod.job.name}'s",
-                "its controller chain, read now, does not prove it: nothing kept",
-            )
-            return
-        failures = failures_of(fresh, fresh.gpus(gpus), Source.TERMINATED)
-        if failures:
-            self.keeper.keep(cluster, job, failures, read_logs=True)
+            return self._resolve_reference(trigger, cluster), None
+        sighted = Sighting(trigger.verb, trigger.obj) if isinstance(trigger.obj, Pod) else None
+        return triage_object(trigger, self.settings), sighted
 
     def _resolve_reference(self, ref: ReferenceChange, cluster: Cluster) -> JobPass | Ignored:
         """Reference mode carries no object: read it, then triage it like Resource mode."""
@@ -91,32 +68,3 @@ class Router:
         if pod is None:
             return Ignored("pod no longer exists")
         return triage_object(ObjectChange(ref.verb, pod), self.settings)
-
-
-def proven_job(pod: Pod, cluster: Cluster) -> JobRef | None:
-    """The job a pod read now belongs to, proven by reading its controller chain now (with the
-    job's uid); None when the chain does not hold. A pod claimed by labels only (no controller)
-    is its labelled job's if that job exists: labels are the operators' own claim for such pods."""
-    ref = pod.job
-    if ref is None or pod.foreign_controller:
-        return None
-    job = cluster.get_job(ref)
-    if job is None or (ref.uid and job.uid != ref.uid):
-        return None
-    link = pod.batch_job
-    if link is None:
-        return job.ref
-    chain = ref.kind.chain
-    if chain is None:  # a launcher pod: its batch Job is controlled by the job itself
-        launcher = ref.kind.launches(job.ref.version)
-        batch = cluster.get_intermediate(launcher.link, pod.namespace, link.name) if launcher else None
-        if batch is None or batch.uid != link.uid:
-            return None
-        return job.ref if controlled_by(batch.controller, ref.kind.kind, job.uid) else None
-    batch = cluster.get_intermediate(chain.links[-1], pod.namespace, link.name)
-    jobset = cluster.get_intermediate(chain.links[0], pod.namespace, ref.name)
-    if batch is None or batch.uid != link.uid or jobset is None:
-        return None
-    if not controlled_by(jobset.controller, ref.kind.kind, job.uid):
-        return None
-    return job.ref if controlled_by(batch.controller, jobset.link.kind, jobset.uid) else None

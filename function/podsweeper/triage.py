@@ -13,7 +13,6 @@ from enum import StrEnum
 from podsweeper.config import Settings
 from podsweeper.model import Intermediate, Job, JobRef, Pod, Verb
 from podsweeper.ownership import intermediate_job
-from podsweeper.rules.no_backoff_limit import unbounded_restart_replicas
 from podsweeper.triggers import Ignored, ObjectChange
 
 
@@ -101,7 +100,7 @@ def _triage_job(verb: Verb, job: Job) -> JobPass | Ignored:
     if verb is Verb.DELETE:
         return JobPass(job.ref, PassReason.DELETED)
     # Only a new job is checked for unbounded restarts; the pass decides on the fresh job.
-    check_backoff = verb is Verb.ADD and bool(unbounded_restart_replicas(job))
+    check_backoff = verb is Verb.ADD and bool(job.replicas_restarting_forever)
     if (job.finished or job.failed_unsettled_at) and not job.suspended:
         claimed = job.finished_at if job.finished else job.failed_unsettled_at
         return JobPass(job.ref, PassReason.FINISHED, check_backoff=check_backoff, claimed_finish=claimed)

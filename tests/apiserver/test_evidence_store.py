@@ -28,6 +28,8 @@ from tests.unit.test_evidence_store import dropped, firsts, run
 PYTORCH = kinds.BY_KIND["PyTorchJob"]
 ONE_MIB = 1024 * 1024
 
+NOW = datetime(2025, 1, 1, 1, tzinfo=UTC)  # when a keeper is asked to keep (a Namespace warning's time)
+
 
 @pytest.fixture
 def core(admin_api):
@@ -69,7 +71,9 @@ def test_a_big_failing_jobs_store_stays_under_1_mib_and_keeps_every_first_failur
     refused, unbounded = dropped("evidence", "refused"), 0
     for restarts in range(1, 13):
         runs = [run(c, restarts) for c in range(MAX_CONTAINERS)]
-        assert keeper.keep(cluster, ref, runs, read_logs=False) == MAX_CONTAINERS  # no ApiUnavailable
+        assert (
+            keeper.keep(cluster, ref, runs, read_logs=False, now=NOW) == MAX_CONTAINERS
+        )  # no ApiUnavailable
         unbounded += sum(len(encode([f.as_dict()]).encode()) for f in runs)
         store = stored(core, namespace, store_name("big"))
         assert data_bytes(store) <= STORE_BUDGET + len(EVIDENCE_KEY) < ONE_MIB
@@ -91,7 +95,7 @@ def test_a_store_the_api_refuses_is_counted_and_never_a_503(cluster, operator, c
     keeper = EvidenceKeeper(Settings(dry_run=False))
     before = dropped("evidence", "refused")
     for restarts in range(1, 8):
-        keeper.keep(cluster, ref, [run(c, restarts) for c in range(MAX_CONTAINERS)], read_logs=False)
+        keeper.keep(cluster, ref, [run(c, restarts) for c in range(MAX_CONTAINERS)], read_logs=False, now=NOW)
     assert dropped("evidence", "refused") > before
     assert data_bytes(stored(core, namespace, store_name("big"))) <= ONE_MIB  # the last one accepted
 
@@ -118,7 +122,9 @@ def test_a_configmap_at_the_stores_name_that_is_not_podsweepers_is_never_replace
     }
     made = core.create_namespaced_config_map(namespace, theirs)
     before = dropped("evidence", "foreign")
-    assert EvidenceKeeper(Settings(dry_run=False)).keep(cluster, ref, [run(0, 1)], read_logs=False) == 1
+    assert (
+        EvidenceKeeper(Settings(dry_run=False)).keep(cluster, ref, [run(0, 1)], read_logs=False, now=NOW) == 1
+    )
     assert dropped("evidence", "foreign") == before + 1
     after = stored(core, namespace, store_name("big"))
     assert after.metadata.resource_version == made.metadata.resource_version
@@ -143,7 +149,7 @@ def test_an_earlier_jobs_store_of_the_same_name_is_replaced_without_its_records(
             "data": {EVIDENCE_KEY: encode([run(9, 1).as_dict()])},
         },
     )
-    EvidenceKeeper(Settings(dry_run=False)).keep(cluster, ref_of(job), [run(0, 1)], read_logs=False)
+    EvidenceKeeper(Settings(dry_run=False)).keep(cluster, ref_of(job), [run(0, 1)], read_logs=False, now=NOW)
     store = stored(core, namespace, store_name("big"))
     assert [r["pod"] for r in decode(store.data[EVIDENCE_KEY])] == ["big-worker-0"]
     assert [o.uid for o in store.metadata.owner_references] == [job["metadata"]["uid"]]

@@ -187,7 +187,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "operator-grace-ignored",
-        "rules/operator_cleanup.py",
+        "operator.py",
         "    if not job.finished or job.finished_at is None or not operator_deletes(pod, job):",
         "    if True:",
         "under cleanPodPolicy Running/All podsweeper races the operator's own cleanup",
@@ -285,7 +285,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "known-bug-4-terminating-jobset-parent",
-        "sweep.py",
+        "sweep/listing.py",
         "            if not jobset.terminating:  # a terminating JobSet controls nothing the pass would spare\n"
         "                jobsets[(jobset.namespace, jobset.name)] = jobset",
         "            jobsets[(jobset.namespace, jobset.name)] = jobset",
@@ -335,27 +335,27 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "sweep-cap-ignored",
-        "sweep.py",
-        "                left -= act(result.decisions, min(result.bound, left))",
-        "                left -= act(result.decisions, result.bound)",
+        "sweep/sweeper.py",
+        "                    left -= self._act(result, min(result.bound, left), cluster, now, ledger, run).sent",
+        "                    left -= self._act(result, result.bound, cluster, now, ledger, run).sent",
         "bounded deletes: a sweep deletes beyond PODSWEEPER_MAX_DELETES_PER_EVENT",
         (UNIT,),  # the property tests rarely reach a sweep whose one pass outgrows the cap
     ),
     Mutant(
         "sweep-round-loses-the-page-that-ends-its-share",
-        "sweep.py",
-        "                self._nominate_v1(page, indexes, namespace, cluster, now, run)\n"
+        "sweep/listing.py",
+        "                self._nominate_pods(page, indexes, namespace, cluster, now, run)\n"
         "                if page.resume is not None and list_until is not None and self.clock() >= list_until:\n"
         "                    return ListPosition(index, page.resume)",
         "                if page.resume is not None and list_until is not None and self.clock() >= list_until:\n"
         "                    return ListPosition(index, page.resume)\n"
-        "                self._nominate_v1(page, indexes, namespace, cluster, now, run)",
+        "                self._nominate_pods(page, indexes, namespace, cluster, now, run)",
         "the sweep's rounds: a page listed at the end of a tick's share is never decided, its leftovers never nominated",
         (UNIT,),  # the live property tests' worlds fit in one tick: a round never ends mid-listing there
     ),
     Mutant(
         "sweep-work-share-starves-the-jobs-left",
-        "sweep.py",
+        "sweep/sweeper.py",
         "                owed = starved and index == 0 and key in waiting",
         "                owed = False",
         "the sweep's work share: a tick whose listing spent it passes nothing, so on a big cluster the jobs left wait for good",
@@ -363,7 +363,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "sweep-pass-started-past-the-room-left",
-        "sweep.py",
+        "sweep/sweeper.py",
         "                if work_until is not None and not owed and began + longest > work_until:",
         "                if work_until is not None and not owed and began > work_until:",
         "the sweep's work share: a pass is started that, as long as the ones before, ends past the share",
@@ -371,7 +371,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "sweep-page-decided-on-an-incomplete-index",
-        "sweep.py",
+        "sweep/listing.py",
         "                if job_page.resume is not None and list_until is not None and self.clock() >= list_until:\n"
         "                    return False",
         "                if job_page.resume is not None and list_until is not None and self.clock() >= list_until:\n"
@@ -381,9 +381,9 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "sweep-jobs-left-sorted-anew",
-        "sweep.py",
-        "        order = carried + sorted(k for k in candidates if k not in waiting)",
-        "        order = sorted(carried) + sorted(k for k in candidates if k not in waiting)",
+        "sweep/queue.py",
+        "        return carried + sorted(key for key in candidates if key not in waiting)",
+        "        return sorted(carried) + sorted(key for key in candidates if key not in waiting)",
         "the sweep's queue: a job nominated again jumps ahead of the jobs left waiting, which may never be passed",
         (UNIT,),
     ),
@@ -405,9 +405,9 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "stuck-force-delete-uncapped",
-        "sweep.py",
-        "        forced = act(decided, self.settings.max_deletes_per_event).deleted if decided else 0",
-        "        forced = act(decided, 10**9).deleted if decided else 0",
+        "passes.py",
+        "        return PassResult(decided, note, self.settings.max_deletes_per_event)",
+        "        return PassResult(decided, note, 10**9)",
         "stuck-terminating force-deletes beyond PODSWEEPER_MAX_DELETES_PER_EVENT in one sweep",
         (UNIT,),
     ),
@@ -438,10 +438,18 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "no-backoff-limit-ignores-the-limit",
-        "rules/no_backoff_limit.py",
-        "    if job.backoff_limit is not None:\n        return ()",
-        "    if False:\n        return ()",
+        "model.py",
+        "        if self.backoff_limit is not None:\n            return ()",
+        "        if False:\n            return ()",
         "no-backoff-limit warns about a job whose backoffLimit stops its restarts",
+        (UNIT,),
+    ),
+    Mutant(
+        "no-backoff-limit-warns-every-new-job",
+        "rules/no_backoff_limit.py",
+        "    if not restarting:\n        return None",
+        "    if False:\n        return None",
+        "no-backoff-limit warns about every new job, whatever its replicas' restart policies and limit",
         (UNIT,),
     ),
     Mutant(
@@ -536,8 +544,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "namespace-off-ignored",
-        "passes.py",
-        "        if resolved.policy.mode is Mode.OFF:\n            return PassResult([], off_note(ref.namespace), 0)\n",
+        "namespaces.py",
+        "        if resolved.policy.mode is Mode.OFF:\n            return Closed(off_note(namespace))\n",
         "",
         "podsweeper.dev/mode: off still decides (and warns) in that namespace",
         (UNIT, PROPERTY),
@@ -552,7 +560,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "emitter-blocks-the-delete",
-        "pipeline.py",
+        "actor.py",
         "        self.notifier.submit(notices(applied, dry, event_id, now, self.notifier.source))\n",
         "        for notice in notices(applied, dry, event_id, now, self.notifier.source):\n"
         "            self.notifier._send(notice)\n",
@@ -592,7 +600,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # Trust against a liar (issue 38): each brings back one trust in an event's payload.
     Mutant(
         "liar-erased-failed-believed",
-        "passes.py",
+        "lineage.py",
         "    if jobset.created is None or not made_again(job, jobset):\n        return None\n"
         "    since = (jobset.created - claimed).total_seconds()\n    if 0 <= since <= ERASED_WITHIN_SECONDS:",
         "    if jobset.created is None:\n        return None\n"
@@ -612,7 +620,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "liar-evidence-from-the-payload",
-        "routing.py",
+        "keeper.py",
         "        failures = failures_of(fresh, fresh.gpus(gpus), Source.TERMINATED)",
         "        failures = failures_of(pod, pod.gpus(gpus), Source.TERMINATED)",
         "trust: the failed runs kept (and their logs read) are the payload's, not the pod's read now",
@@ -620,7 +628,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "liar-evidence-pod-uid-unchecked",
-        "routing.py",
+        "keeper.py",
         "        if fresh is None or fresh.uid != pod.uid:",
         "        if fresh is None:",
         "trust: a pod event with another pod's uid has the pod of that name's log kept",
@@ -628,7 +636,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "liar-evidence-job-unproven",
-        "routing.py",
+        "keeper.py",
         "        job = proven_job(fresh, cluster)",
         "        job = fresh.job",
         "trust: a pod's job is taken from its ownerReference without reading the job's uid now "

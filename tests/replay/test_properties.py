@@ -68,15 +68,15 @@ from unittest import mock
 from hypothesis import HealthCheck, Phase, example, given, seed, settings
 from hypothesis import strategies as st
 
-from podsweeper.actions import Acted
+from podsweeper.actor import Actor, Ledger
 from podsweeper.cluster.simulated import SimulatedCluster
 from podsweeper.config import Settings, load_settings
 from podsweeper.intake import parse_event
-from podsweeper.keeper import EvidenceKeeper
 from podsweeper.model import Namespace, Node, NodeReady
+from podsweeper.namespaces import NamespacePolicies
 from podsweeper.objects.namespaces import decode_namespace
 from podsweeper.objects.pages import json_bytes
-from podsweeper.passes import JobPassRunner
+from podsweeper.passes import Passes
 from podsweeper.pipeline import Pipeline
 from podsweeper.replay import replay
 from podsweeper.sweep import Sweeper, SweepRun
@@ -729,9 +729,9 @@ def test_live_notifications_late_duplicated_or_lost_then_sweep(scenario, rng: ra
 
 def nominations(sweeper: Sweeper, cluster, now, deadline) -> tuple[dict, set, bool]:
     """One sweep's candidates ({job key: both label sets?}), its stuck pods, whether its round
-    ended; its passes run (dry-run) but what they decide is not carried out."""
+    ended; its passes run and what they decide is held (a dry run no namespace may lift)."""
     run = SweepRun()
-    sweeper.sweep(cluster, now, deadline, lambda decisions, bound: Acted(), run)
+    sweeper.sweep(cluster, now, deadline, Ledger("nominations"), run)
     return {key: job.all_label_sets for key, job in run.candidates.items()}, set(run.stuck), run.round_done
 
 
@@ -752,12 +752,13 @@ def test_a_sweep_in_rounds_nominates_what_one_full_listing_does(scenario, page_s
         if e.spec is not None:
             world.observe(e.verb, _parsed(e))
     now = scenario.end
-    passes = JobPassRunner(config, EvidenceKeeper(config))
-    whole, whole_stuck, done = nominations(Sweeper(config, passes), world, now, None)
+    passes = Passes(config, NamespacePolicies(config))
+    held = Actor(config, passes.policies, hold=True)
+    whole, whole_stuck, done = nominations(Sweeper(config, passes, held), world, now, None)
     assert done
     world.page_size = page_size
     ticks = iter(range(0, 10**9, 1000))  # every look at the clock: the listing's share is spent
-    rounds = Sweeper(config, passes, clock=lambda: float(next(ticks)))
+    rounds = Sweeper(config, passes, held, clock=lambda: float(next(ticks)))
     union: dict = {}
     union_stuck: set = set()
     taken = 0

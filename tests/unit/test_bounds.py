@@ -11,7 +11,7 @@ import weakref
 
 import pytest
 
-from podsweeper.actions import Acted
+from podsweeper.actor import Actor, Ledger
 from podsweeper.cluster.base import PodPage
 from podsweeper.cluster.ratelimit import RateLimiter
 from podsweeper.cluster.simulated import SimulatedCluster
@@ -19,8 +19,8 @@ from podsweeper.config import Settings
 from podsweeper.decisions import Result
 from podsweeper.errors import ApiUnavailable
 from podsweeper.intake import parse_event
-from podsweeper.keeper import EvidenceKeeper
-from podsweeper.passes import JobPassRunner
+from podsweeper.namespaces import NamespacePolicies
+from podsweeper.passes import Passes
 from podsweeper.pipeline import Pipeline
 from podsweeper.sweep import WORK_SHARE, SweepEnd, Sweeper, SweepRun
 from tests.fixtures.builders import at, event, job, ping, pod, split
@@ -325,13 +325,18 @@ class SweepClock:
 def timed_sweeper(settings, clock, pass_seconds, passed):
     """A Sweeper whose every pass takes `pass_seconds` on `clock`, recording the jobs passed."""
 
-    class Timed(JobPassRunner):
+    class Timed(Passes):
         def run(self, work, cluster, now):
             passed.append(work.ref.name)
             clock.now += pass_seconds
             return super().run(work, cluster, now)
 
-    return Sweeper(settings, Timed(settings, EvidenceKeeper(settings)), clock=clock)
+    return sweeper_of(settings, Timed(settings, NamespacePolicies(settings)), clock)
+
+
+def sweeper_of(settings, passes, clock):
+    """A Sweeper whose actor acts as the settings say (these tests' settings: dry-run)."""
+    return Sweeper(settings, passes, Actor(settings, passes.policies), clock=clock)
 
 
 def test_a_sweep_passes_within_its_work_share_and_the_next_goes_on_with_those_left():
@@ -347,7 +352,7 @@ def test_a_sweep_passes_within_its_work_share_and_the_next_goes_on_with_those_le
     ends = []
     for _ in range(2):
         run = SweepRun()
-        report = sweeper.sweep(cluster, NOW, time.monotonic() + 10, lambda decisions, bound: Acted(), run)
+        report = sweeper.sweep(cluster, NOW, time.monotonic() + 10, Ledger("test"), run)
         ends.append(report.end)
         if report.end is SweepEnd.WORK_SHARE:
             assert "at its share of the time bound after 2 of 4 jobs" in report.note, report.note
@@ -374,7 +379,7 @@ def test_a_listing_that_spends_the_work_share_never_starves_the_jobs_waiting():
     counts = []
     for _ in range(8):
         before = len(passed)
-        sweeper.sweep(cluster, NOW, time.monotonic() + 10, lambda decisions, bound: Acted(), SweepRun())
+        sweeper.sweep(cluster, NOW, time.monotonic() + 10, Ledger("test"), SweepRun())
         counts.append(len(passed) - before)
     assert counts == [0, 1] * 4, counts
     assert passed == ["job-05", "job-15", "job-25", "job-35"], passed
@@ -403,7 +408,7 @@ def test_a_big_index_is_read_across_ticks_and_no_page_is_decided_before_it_is_co
     listed, nominated = [], set()
     for _ in range(60):
         run = SweepRun()
-        sweeper.sweep(cluster, NOW, time.monotonic() + 10, lambda decisions, bound: Acted(), run)
+        sweeper.sweep(cluster, NOW, time.monotonic() + 10, Ledger("test"), run)
         listed.append(run.listed_pods)
         nominated |= {key[2] for key in run.candidates}
         if run.round_done:
@@ -464,13 +469,11 @@ def test_rounds_go_through_every_namespace_in_scope_in_turn():
         named.add((namespace, "done"))
     settings = Settings(namespaces="team-a,team-b,team-c", dry_run=True)
     ticks = iter(range(0, 10**6, 1000))
-    sweeper = Sweeper(
-        settings, JobPassRunner(settings, EvidenceKeeper(settings)), clock=lambda: float(next(ticks))
-    )
+    sweeper = sweeper_of(settings, Passes(settings, NamespacePolicies(settings)), lambda: float(next(ticks)))
     seen, rounds = [], 0
     for _ in range(10):
         run = SweepRun()
-        sweeper.sweep(cluster, NOW, time.monotonic() + 3600, lambda decisions, bound: Acted(), run)
+        sweeper.sweep(cluster, NOW, time.monotonic() + 3600, Ledger("test"), run)
         seen.append(sorted({(key[1], key[2]) for key in run.candidates}))
         if run.round_done:
             rounds += 1

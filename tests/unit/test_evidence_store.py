@@ -32,6 +32,7 @@ from podsweeper.evidence import (
 )
 from podsweeper.keeper import EvidenceKeeper
 from podsweeper.model import JobRef, Namespace
+from podsweeper.namespaces import Resolved
 from podsweeper.pipeline import Pipeline
 from podsweeper.policy import Knob, resolve
 from tests.fixtures.builders import at, event, job, pod
@@ -42,6 +43,8 @@ from tests.unit.test_evidence import RUNNING, Counting, send
 JOB = JobRef(kinds.BY_KIND["PyTorchJob"], "default", "big", "job-uid", "kubeflow.org/v1")
 CJK = "训练失败：显存不足，梯度爆炸。"  # 3 UTF-8 bytes a character, 6 as a \u escape
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
+
+NOW = datetime(2025, 1, 1, 1, tzinfo=UTC)  # when a keeper is asked to keep (a Namespace warning's time)
 
 
 def size(records):
@@ -201,12 +204,14 @@ def test_a_store_the_api_refuses_is_logged_counted_remembered_and_no_503(monkeyp
     before = dropped("evidence", "refused")
     with caplog.at_level(logging.WARNING, logger="podsweeper.records"):
         for restarts in range(1, 8):
-            keeper.keep(cluster, JOB, [run(c, restarts) for c in range(MAX_CONTAINERS)], read_logs=False)
+            keeper.keep(
+                cluster, JOB, [run(c, restarts) for c in range(MAX_CONTAINERS)], read_logs=False, now=NOW
+            )
     assert dropped("evidence", "refused") > before  # the API's 1 MiB was passed, and refused
     line = json.loads(caplog.records[-1].getMessage())
     assert (line["record"], line["reason"], line["job"]) == ("evidence", "refused", "big")
     cluster.calls.clear()
-    keeper.keep(cluster, JOB, [run(c, 7) for c in range(MAX_CONTAINERS)], read_logs=False)
+    keeper.keep(cluster, JOB, [run(c, 7) for c in range(MAX_CONTAINERS)], read_logs=False, now=NOW)
     assert cluster.calls == []  # remembered: not tried again on every event
 
 
@@ -214,7 +219,7 @@ def test_within_the_budget_the_same_job_is_never_refused():
     cluster, keeper = Counting(), EvidenceKeeper(Settings())
     before = dropped("evidence", "refused")
     for restarts in range(1, 13):
-        keeper.keep(cluster, JOB, [run(c, restarts) for c in range(MAX_CONTAINERS)], read_logs=False)
+        keeper.keep(cluster, JOB, [run(c, restarts) for c in range(MAX_CONTAINERS)], read_logs=False, now=NOW)
     assert dropped("evidence", "refused") == before
     text, _ = cluster.evidence[("default", store_name("big"))]
     assert len(text.encode()) <= STORE_BUDGET
@@ -225,10 +230,10 @@ def test_a_configmap_at_the_stores_name_that_is_not_podsweepers_is_left_and_coun
     cluster, keeper = Counting(), EvidenceKeeper(Settings())
     cluster.foreign_stores.add(("default", store_name("big")))
     before = dropped("evidence", "foreign")
-    assert keeper.keep(cluster, JOB, [run(0, 1)], read_logs=False) == 1
+    assert keeper.keep(cluster, JOB, [run(0, 1)], read_logs=False, now=NOW) == 1
     assert dropped("evidence", "foreign") == before + 1
     assert cluster.calls == ["read"] and cluster.evidence == {}
-    keeper.keep(cluster, JOB, [run(0, 1)], read_logs=False)
+    keeper.keep(cluster, JOB, [run(0, 1)], read_logs=False, now=NOW)
     assert cluster.calls == ["read"]  # remembered
 
 
@@ -306,8 +311,13 @@ def test_the_keeper_reads_the_namespace_policy_to_strip_text():
     when the global settings would have kept it (after_acting: logs read before)."""
     cluster = Counting()
     off = resolve(Settings(), "default", {"podsweeper.dev/evidence-logs": "off"})
-    keeper = EvidenceKeeper(Settings(), lambda _cluster, _namespace: off)
-    keeper.keep(cluster, JOB, [run(0, 1)], read_logs=False)
+
+    class Policies:  # every namespace admitted, under the policy that turns text off
+        def admit(self, _cluster, _namespace, _now):
+            return Resolved(off, Settings())
+
+    keeper = EvidenceKeeper(Settings(), Policies())
+    keeper.keep(cluster, JOB, [run(0, 1)], read_logs=False, now=NOW)
     (record,) = decode(cluster.evidence[("default", store_name("big"))][0])
     assert "logs" not in record and "message" not in record and record["restart_count"] == 1
 

@@ -1,48 +1,38 @@
-"""The registry of rules: one entry per rule, in the order passes decide them.
+"""The rules, loaded from the registry: one line per rule in podsweeper.decisions.Rule, one
+module per rule here (podsweeper.rules.<name in lower case>, its checks and its RuleSpec).
 
-Adding a rule is one module here (its checks and its RuleSpec) plus one line in RULES; the
-passes (podsweeper.engine), the Events (podsweeper.report), the docs tables and the registry
-test all read this table. A pod's first rule (in this order) that names it decides for it.
+The passes (podsweeper.engine), the sweep's nominations, the Events (podsweeper.report), the
+docs tables and the registry test all read RULES, in the registry's order: a pod's first rule
+(in this order) that names it decides for it.
 """
 
 from __future__ import annotations
 
+from importlib import import_module
+
 from podsweeper.decisions import Rule
-from podsweeper.rules import (
-    clean_pod_policy_all,
-    crash_loop,
-    deadline_exceeded_jobset_running,
-    failed_mpijob_running,
-    finished_job_active_pod,
-    finished_trainjob_restarted,
-    no_backoff_limit,
-    orphan,
-    stuck_terminating,
-    unbounded_jobset_restarts,
-)
 from podsweeper.rules.base import (
     ChainCheck,
     Context,
     Finding,
     JobCheck,
+    Listed,
     Looks,
+    Nominates,
     PodCheck,
     RuleSpec,
     StuckCheck,
 )
 
-RULES: tuple[RuleSpec, ...] = (
-    orphan.SPEC,
-    finished_job_active_pod.SPEC,
-    clean_pod_policy_all.SPEC,
-    crash_loop.SPEC,
-    no_backoff_limit.SPEC,
-    failed_mpijob_running.SPEC,
-    stuck_terminating.SPEC,
-    finished_trainjob_restarted.SPEC,
-    unbounded_jobset_restarts.SPEC,
-    deadline_exceeded_jobset_running.SPEC,
-)
+
+def _load(rule: Rule) -> RuleSpec:
+    spec = import_module(f"podsweeper.rules.{rule.name.lower()}").SPEC
+    if not isinstance(spec, RuleSpec) or spec.rule is not rule:
+        raise ImportError(f"podsweeper.rules.{rule.name.lower()}.SPEC is not rule {rule.value}'s RuleSpec")
+    return spec
+
+
+RULES: tuple[RuleSpec, ...] = tuple(_load(rule) for rule in Rule)
 
 BY_RULE: dict[Rule, RuleSpec] = {spec.rule: spec for spec in RULES}
 
@@ -67,6 +57,13 @@ STUCK_CHECKS: tuple[tuple[RuleSpec, StuckCheck], ...] = tuple(
     (s, s.on_stuck) for s in looking_at(Looks.STUCK) if s.on_stuck
 )
 
+
+def nominating(looks: Looks) -> tuple[tuple[RuleSpec, Nominates], ...]:
+    """The rules of a pass shape that nominate from listed state, with their hooks: the sweep
+    asks these, so a new rule never opens the sweep."""
+    return tuple((s, s.nominates) for s in looking_at(looks) if s.nominates)
+
+
 __all__ = [
     "BY_RULE",
     "CHAIN_CHECKS",
@@ -76,5 +73,6 @@ __all__ = [
     "STUCK_CHECKS",
     "Context",
     "Finding",
+    "Listed",
     "Looks",
 ]

@@ -60,6 +60,36 @@ StuckCheck = Callable[[Pod, Node | None, Job | None, Context], Finding | None]
 
 
 @dataclass(frozen=True)
+class Listed:
+    """One object as the sweep listed it, with what the listing knows of its job: what a rule's
+    `nominates` hook reads to say its pass should run. Never a decision: the pass reads the job
+    and its objects again before anything is decided.
+
+    A pod (`pod`, with its job from the listed index, None if not listed), or a chain's JobSet
+    or batch Job (`link`; `job`: the job named like a JobSet, as listed; `owned`: the link is
+    controlled, by uid, by its listed parent: the job for a JobSet, the JobSet for a batch Job).
+    """
+
+    job: Job | None = None
+    pod: Pod | None = None
+    link: Intermediate | None = None
+    owned: bool = False
+
+    @property
+    def jobset(self) -> Intermediate | None:
+        """The link, when it is its chain's first (a TrainJob's JobSet) and its job's."""
+        link, job = self.link, self.job
+        if link is None or job is None or not self.owned or job.kind.chain is None:
+            return None
+        return link if link.link == job.kind.chain.links[0] else None
+
+
+# Whether what the sweep listed calls for the rule's pass (Looks.STUCK: the stuck pass of the
+# pod; any other: its job's pass).
+Nominates = Callable[[Listed, Context], bool]
+
+
+@dataclass(frozen=True)
 class RuleSpec:
     """One rule, everything about it in one place: the registry's entry.
 
@@ -82,6 +112,9 @@ class RuleSpec:
     on_job: JobCheck | None = None
     on_chain: ChainCheck | None = None
     on_stuck: StuckCheck | None = None
+    # What the sweep nominates for this rule from listed state, beside the pod checks (which
+    # nominate a v1 job's pass by themselves): a rule that needs no sweep has none.
+    nominates: Nominates | None = None
 
     def __post_init__(self) -> None:
         warns = bool(self.actions & {Action.WARN, Action.SUSPEND})  # a blocked suspend warns
@@ -107,8 +140,3 @@ class RuleSpec:
         """Its name as the tables show it, with the opt-in and the kinds it is for."""
         notes = ", ".join(n for n in ("opt-in" if self.opt_in else "", self.for_kinds) if n)
         return f"`{self.rule.value}`" + (f" ({notes})" if notes else "")
-
-    @property
-    def doc_anchor(self) -> str:
-        """Its section in docs/rules.md (a heading `### \\`name\\``)."""
-        return f"docs/rules.md#{self.rule.value}"

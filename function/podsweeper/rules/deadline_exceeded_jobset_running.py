@@ -14,10 +14,24 @@ from __future__ import annotations
 
 from podsweeper.decisions import Action, Rule
 from podsweeper.lineage import Lineage
-from podsweeper.rules.base import Context, Finding, RuleSpec
+from podsweeper.rules.base import Context, Finding, Listed, RuleSpec
 
 # The Failed reason Trainer writes at the deadline, and keeps.
 DEADLINE_EXCEEDED = "DeadlineExceeded"
+
+
+def runs_on(listed: Listed, ctx: Context) -> bool:
+    """A finished TrainJob whose own JobSet, as listed, has not ended (nor is being stopped):
+    its pass reads the pods (Trainer may have failed to delete it)."""
+    job, jobset = listed.job, listed.jobset
+    if job is None or jobset is None:
+        return False
+    return (
+        job.finished is not None
+        and jobset.finished is None
+        and not jobset.suspended
+        and not jobset.terminating
+    )
 
 
 def check(lineage: Lineage, ctx: Context) -> list[Finding]:
@@ -57,4 +71,5 @@ SPEC = RuleSpec(
     settings=("PODSWEEPER_OPERATOR_GRACE_SECONDS",),
     for_kinds="Trainer v2",
     on_chain=check,
+    nominates=runs_on,
 )

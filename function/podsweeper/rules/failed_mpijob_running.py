@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from podsweeper.decisions import Action, Rule
 from podsweeper.model import Job
-from podsweeper.rules.base import Context, Finding, RuleSpec
+from podsweeper.rules.base import Context, Finding, Listed, RuleSpec
+
+
+def unsettled(listed: Listed, ctx: Context) -> bool:
+    """A listed pod's job Failed without completionTime: its pass decides (the pods alone
+    name nothing for a pod rule)."""
+    return listed.pod is not None and listed.job is not None and listed.job.failed_unsettled_at is not None
 
 
 def check(job: Job, ctx: Context) -> Finding | None:
@@ -38,4 +44,5 @@ SPEC = RuleSpec(
     suspend_reason="FailedMPIJobSuspended",
     for_kinds="mpi-operator",
     on_job=check,
+    nominates=unsettled,
 )

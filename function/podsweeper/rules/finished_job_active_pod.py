@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from podsweeper.decisions import Action, Rule
 from podsweeper.model import Job, Pod
+from podsweeper.operator import operator_grace_left
 from podsweeper.rules.base import Context, Finding, RuleSpec
-from podsweeper.rules.operator_cleanup import operator_grace_left
 
 
 def check(pod: Pod, job: Job | None, ctx: Context) -> Finding | None:

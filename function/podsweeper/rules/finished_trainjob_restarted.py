@@ -16,13 +16,18 @@ from datetime import datetime
 from podsweeper.decisions import Action, Rule
 from podsweeper.lineage import Lineage, made_again
 from podsweeper.model import Intermediate
-from podsweeper.rules.base import Context, Finding, RuleSpec
+from podsweeper.rules.base import Context, Finding, Listed, RuleSpec
 
 
 def _after(jobset: Intermediate, since: datetime | None, strictly: bool = False) -> bool:
     if since is None or jobset.created is None:
         return False
     return jobset.created > since if strictly else jobset.created >= since
+
+
+def listed_again(listed: Listed, ctx: Context) -> bool:
+    """A TrainJob's own JobSet, as listed, made after its first: its pass reads the chain."""
+    return listed.job is not None and listed.jobset is not None and made_again(listed.job, listed.jobset)
 
 
 def check(lineage: Lineage, ctx: Context) -> list[Finding]:
@@ -73,4 +78,5 @@ SPEC = RuleSpec(
     suspend_reason="RestartedTrainJobSuspended",
     for_kinds="Trainer v2",
     on_chain=check,
+    nominates=listed_again,
 )

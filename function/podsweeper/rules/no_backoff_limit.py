@@ -6,19 +6,9 @@ from podsweeper.decisions import Action, Rule
 from podsweeper.model import Job
 from podsweeper.rules.base import Context, Finding, RuleSpec
 
-# restartPolicy values under which a failed replica is restarted in place.
-RESTARTING_POLICIES = frozenset({"OnFailure", "Always", "ExitCode"})
-
-
-def unbounded_restart_replicas(job: Job) -> tuple[str, ...]:
-    """Replica types whose failed pods restart in place with no backoffLimit to stop them."""
-    if job.backoff_limit is not None:
-        return ()
-    return tuple(sorted(r for r, policy in job.restart_policies if policy in RESTARTING_POLICIES))
-
 
 def check(job: Job, ctx: Context) -> Finding | None:
-    restarting = unbounded_restart_replicas(job)
+    restarting = job.replicas_restarting_forever
     if not restarting:
         return None
     reason = (

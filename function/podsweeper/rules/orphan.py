@@ -13,7 +13,7 @@ from datetime import datetime
 from podsweeper.decisions import Action, Rule
 from podsweeper.lineage import Lineage
 from podsweeper.model import Intermediate, Job, Pod
-from podsweeper.rules.base import Context, Finding, RuleSpec
+from podsweeper.rules.base import Context, Finding, Listed, RuleSpec
 
 
 def _age_seconds(created: datetime | None, now: datetime) -> float | None:
@@ -87,6 +87,12 @@ def check_chain(lineage: Lineage, ctx: Context) -> list[Finding]:
     return findings
 
 
+def unowned(listed: Listed, ctx: Context) -> bool:
+    """A chain's JobSet or batch Job, as listed, that its parent does not control: its job's
+    pass reads whether it is orphaned (a v1 pod is nominated by check_pod itself)."""
+    return listed.link is not None and not listed.owned
+
+
 SPEC = RuleSpec(
     Rule.ORPHAN,
     "the pod's job is gone (404, or re-created with another uid); the pod is at least "
@@ -100,4 +106,5 @@ SPEC = RuleSpec(
     for_kinds="v1 and Trainer v2",
     on_pod=check_pod,
     on_chain=check_chain,
+    nominates=unowned,
 )

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from podsweeper.decisions import Action, Rule
 from podsweeper.model import Job, Node, NodeReady, Pod
-from podsweeper.rules.base import Context, Finding, RuleSpec
+from podsweeper.rules.base import Context, Finding, Listed, RuleSpec
+
+
+def looks_stuck(listed: Listed, ctx: Context) -> bool:
+    """A listed pod terminating the limit past its grace: its stuck pass reads it, its node and
+    its job again."""
+    pod, limit = listed.pod, ctx.settings.stuck_terminating_seconds
+    due = pod.deletion_due if pod is not None else None
+    return limit is not None and due is not None and (ctx.now - due).total_seconds() >= limit
 
 
 def check(pod: Pod, node: Node | None, job: Job | None, ctx: Context) -> Finding | None:
@@ -59,4 +67,5 @@ SPEC = RuleSpec(
     opt_in=True,
     for_kinds="v1 and v2",
     on_stuck=check,
+    nominates=looks_stuck,
 )
