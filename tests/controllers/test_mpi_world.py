@@ -15,37 +15,12 @@ import time
 import pytest
 from kubernetes import client
 
+from tests.fixtures.builders import for_create
+from tests.fixtures.mpi import mpijob
 from tests.support.harness.waiting import wait_for
 from tests.support.world.launcher import World
 
 GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
-
-
-def mpijob(name: str, *, policy: str = "None", launcher_exit: str = "0", launcher_run: str = "2s") -> dict:
-    def template(run: str, code: str, gpu: bool) -> dict:
-        container: dict = {"name": "mpi", "image": "mpi"}
-        if gpu:
-            container["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
-        annotations = {"sim.podsweeper.dev/run-for": run, "sim.podsweeper.dev/exit-code": code}
-        return {"metadata": {"annotations": annotations}, "spec": {"containers": [container]}}
-
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "MPIJob",
-        "metadata": {"name": name},
-        "spec": {
-            "slotsPerWorker": 1,
-            "runPolicy": {"cleanPodPolicy": policy, "backoffLimit": 0},
-            "mpiReplicaSpecs": {
-                "Launcher": {
-                    "replicas": 1,
-                    "restartPolicy": "Never",
-                    "template": template(launcher_run, launcher_exit, False),
-                },
-                "Worker": {"replicas": 2, "template": template("1h", "0", True)},
-            },
-        },
-    }
 
 
 class Mpi:
@@ -58,7 +33,9 @@ class Mpi:
         self.custom = client.CustomObjectsApi(api)
 
     def create(self, body: dict) -> dict:
-        return self.custom.create_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, body)
+        return self.custom.create_namespaced_custom_object(
+            GROUP, VERSION, self.ns, PLURAL, for_create(body, self.ns)
+        )
 
     def job(self, name: str) -> dict:
         return self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, name)
@@ -120,7 +97,7 @@ def test_mpijob_succeeds_through_its_launcher_job_and_keeps_its_workers(k, recor
     controlled by the MPIJob. Success is the launcher Job's: completionTime set, workers kept
     Running under the default cleanPodPolicy None (the leftover podsweeper deletes)."""
     t0 = time.monotonic()
-    mj = k.create(mpijob("ok"))
+    mj = k.create(mpijob("ok", launcher_run="2s"))
     wait_for("MPIJob Succeeded", lambda: k.condition("ok", "Succeeded"), timeout=60)
     record_property("mpijob_succeeded_after_s", round(time.monotonic() - t0, 1))
     print(f"mpi: MPIJob Succeeded {time.monotonic() - t0:.1f} s after create (launcher runs 2 s)")
@@ -151,7 +128,7 @@ def test_mpijob_succeeds_through_its_launcher_job_and_keeps_its_workers(k, recor
 def test_643_clean_pod_policy_all_deletes_the_workers_but_not_the_launcher_pod(k):
     """kubeflow/mpi-operator#643 reproduces in v0.8.0: under All only workers go; the finished
     launcher Job's pod stays. Deleting it is final: a finished Job makes no new pod."""
-    k.create(mpijob("all", policy="All"))
+    k.create(mpijob("all", policy="All", launcher_run="2s"))
     wait_for("MPIJob Succeeded", lambda: k.condition("all", "Succeeded"), timeout=60)
     wait_for("workers deleted by the operator", lambda: not k.pods("all", "worker"), timeout=30)
     (launcher,) = k.pods("all", "launcher")
@@ -168,7 +145,7 @@ def test_643_clean_pod_policy_all_deletes_the_workers_but_not_the_launcher_pod(k
 def test_647_workers_left_running_after_the_launcher_failed(k):
     """The launcher fails (backoffLimit 0): the MPIJob is Failed with completionTime set; under
     None its workers run on, holding their GPUs. A deleted worker is not re-created."""
-    k.create(mpijob("fail", launcher_exit="1"))
+    k.create(mpijob("fail", launcher_exit="1", launcher_run="2s"))
     failed = wait_for("MPIJob Failed", lambda: k.condition("fail", "Failed"), timeout=60)
     assert failed["reason"].startswith("BackoffLimitExceeded")
     assert k.job("fail")["status"].get("completionTime")

@@ -28,6 +28,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.fixtures.builders import for_create
+from tests.fixtures.mpi import mpijob
 from tests.support.harness.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,33 +44,6 @@ ENV = {
 
 def say(text: str) -> None:
     print(f"\nreal-mpi: {text}", file=sys.stderr, flush=True)
-
-
-def mpijob(name: str, *, policy: str, launcher_exit: str = "0", launcher_run: str = "2s") -> dict:
-    def template(run: str, code: str, gpu: bool) -> dict:
-        container: dict = {"name": "mpi", "image": "mpi"}
-        if gpu:
-            container["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
-        annotations = {"sim.podsweeper.dev/run-for": run, "sim.podsweeper.dev/exit-code": code}
-        return {"metadata": {"annotations": annotations}, "spec": {"containers": [container]}}
-
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "MPIJob",
-        "metadata": {"name": name},
-        "spec": {
-            "slotsPerWorker": 1,
-            "runPolicy": {"cleanPodPolicy": policy, "backoffLimit": 0},
-            "mpiReplicaSpecs": {
-                "Launcher": {
-                    "replicas": 1,
-                    "restartPolicy": "Never",
-                    "template": template(launcher_run, launcher_exit, False),
-                },
-                "Worker": {"replicas": 2, "template": template("1h", "0", True)},
-            },
-        },
-    }
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +88,9 @@ def k(stack):
         custom = client.CustomObjectsApi(stack.admin_api)
 
         def create(self, ns: str, body: dict) -> dict:
-            return self.custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+            return self.custom.create_namespaced_custom_object(
+                GROUP, VERSION, ns, PLURAL, for_create(body, ns)
+            )
 
         def condition(self, ns: str, name: str, kind: str) -> dict | None:
             job = self.custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)
@@ -157,7 +134,7 @@ def stays(what: str, check, seconds: float = 5.0) -> None:
 
 def test_643_launcher_pod_left_by_clean_pod_policy_all_is_deleted(stack, k):
     ns = stack.ns["m643"]
-    k.create(ns, mpijob("pi", policy="All"))
+    k.create(ns, mpijob("pi", policy="All", launcher_run="2s"))
     wait_for("MPIJob Succeeded", lambda: k.condition(ns, "pi", "Succeeded"), timeout=60)
     t0 = time.monotonic()
     wait_for("launcher pod gone", lambda: not k.pods(ns, "launcher"), timeout=30)
@@ -178,7 +155,7 @@ def test_643_launcher_pod_left_by_clean_pod_policy_all_is_deleted(stack, k):
 
 def test_647_workers_left_running_after_the_launcher_failed_are_deleted(stack, k):
     ns = stack.ns["m647"]
-    k.create(ns, mpijob("pi", policy="None", launcher_exit="1"))
+    k.create(ns, mpijob("pi", policy="None", launcher_exit="1", launcher_run="2s"))
     wait_for("MPIJob Failed", lambda: k.condition(ns, "pi", "Failed"), timeout=60)
     t0 = time.monotonic()
     wait_for("workers gone", lambda: not k.pods(ns, "worker"), timeout=30)

@@ -32,8 +32,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from tests.fixtures.trainer import trainjob
 from tests.support.harness.waiting import wait_for
-from tests.support.world.trainjobs import ANCESTOR, JOBSET, TRAINER, Cluster, controller_of, trainjob
+from tests.support.world.trainjobs import ANCESTOR, JOBSET, TRAINER, Cluster, controller_of
 
 ORPHAN_GRACE = 5
 TTL = 5  # seconds a finished JobSet lives (runtime copy); a Failed TrainJob then gets a new one

@@ -14,9 +14,10 @@ import time
 
 import pytest
 
+from tests.fixtures.trainer import trainjob
 from tests.support.harness.waiting import wait_for
 from tests.support.world.launcher import World
-from tests.support.world.trainjobs import ANCESTOR, JOBSET, TRAINER, Cluster, controller_of, trainjob
+from tests.support.world.trainjobs import ANCESTOR, JOBSET, TRAINER, Cluster, controller_of
 
 
 @pytest.fixture(scope="session")

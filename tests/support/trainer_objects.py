@@ -18,25 +18,17 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tests.fixtures import facts
+from tests.fixtures import trainer as built
+from tests.fixtures.builders import controller_ref, for_create
 
 TRAINJOB, JOBSET, BATCH_JOB = facts.TRAINJOB, facts.JOBSET, facts.BATCH_JOB
-TRAINJOB_API_VERSION = f"{TRAINJOB.group}/{TRAINJOB.versions[0]}"
+TRAINJOB_API_VERSION = built.TRAINER
 CONTAINER = {"name": "node", "image": "busybox"}
 
 
-def _controller(obj: dict) -> dict:
-    return {
-        "apiVersion": obj["apiVersion"],
-        "kind": obj["kind"],
-        "name": obj["metadata"]["name"],
-        "uid": obj["metadata"]["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
 class TrainerObjects:
-    """Creates Trainer v2 objects in one namespace (as admin) and deletes them all at the end."""
+    """Creates Trainer v2 objects (tests/fixtures/trainer.py's) in one namespace as admin, and
+    deletes them all at the end."""
 
     def __init__(self, admin_api: client.ApiClient, namespace: str):
         self.namespace = namespace
@@ -44,67 +36,30 @@ class TrainerObjects:
         self.custom = client.CustomObjectsApi(admin_api)
 
     def _create(self, group: str, version: str, plural: str, body: dict) -> dict:
-        return self.custom.create_namespaced_custom_object(group, version, self.namespace, plural, body)
+        return self.custom.create_namespaced_custom_object(
+            group, version, self.namespace, plural, for_create(body)
+        )
 
     def trainjob(self, name: str = "tj") -> dict:
-        return self._create(
-            TRAINJOB.group,
-            TRAINJOB.versions[0],
-            TRAINJOB.plural,
-            {
-                "apiVersion": TRAINJOB_API_VERSION,
-                "kind": TRAINJOB.kind,
-                "metadata": {"name": name},
-                "spec": {"runtimeRef": {"name": "torch-distributed"}},
-            },
-        )
+        body = built.trainjob(name, self.namespace)
+        return self._create(TRAINJOB.group, TRAINJOB.versions[0], TRAINJOB.plural, body)
 
     def jobset(self, name: str = "tj", owner: dict | None = None) -> dict:
-        link = JOBSET
-        metadata: dict = {"name": name}
-        if owner is not None:
-            metadata["ownerReferences"] = [_controller(owner)]
-        template = {"spec": {"template": {"spec": {"containers": [CONTAINER], "restartPolicy": "Never"}}}}
-        return self._create(
-            link.group,
-            link.version,
-            link.plural,
-            {
-                "apiVersion": f"{link.group}/{link.version}",
-                "kind": link.kind,
-                "metadata": metadata,
-                "spec": {"replicatedJobs": [{"name": "node", "replicas": 1, "template": template}]},
-            },
-        )
+        body = built.jobset(owner, name, self.namespace, marked=False, job_spec=built.SERVED_JOB)
+        return self._create(JOBSET.group, JOBSET.version, JOBSET.plural, body)
 
     def batch_job(self, jobset: dict | None, name: str = "", *, labelled: bool = True) -> dict:
-        """A Job as a JobSet makes it (`labelled`: its name/uid labels and Trainer's mark)."""
-        link = BATCH_JOB
-        metadata: dict = {"name": name or f"{jobset['metadata']['name']}-node-0", "labels": {}}
-        if jobset is not None:
-            metadata["ownerReferences"] = [_controller(jobset)]
-            if labelled:
-                metadata["labels"] = {
-                    facts.JOBSET_NAME_LABEL: jobset["metadata"]["name"],
-                    facts.JOBSET_UID_LABEL: jobset["metadata"]["uid"],
-                    facts.TRAINER_MARK_LABEL: "trainer",
-                }
-        return self._create(
-            link.group,
-            link.version,
-            link.plural,
-            {
-                "apiVersion": f"{link.group}/{link.version}",
-                "kind": link.kind,
-                "metadata": metadata,
-                "spec": {"template": {"spec": {"containers": [CONTAINER], "restartPolicy": "Never"}}},
-            },
-        )
+        """A Job as a JobSet makes it (`labelled`: its name/uid labels and Trainer's mark), or
+        with `jobset` None a plain Job `name`."""
+        body = built.batch_job(jobset, name=name, ns=self.namespace, spec=built.SERVED_JOB)
+        if not labelled:
+            body["metadata"]["labels"] = {}
+        return self._create(BATCH_JOB.group, BATCH_JOB.version, BATCH_JOB.plural, body)
 
     def pod(self, name: str, labels: dict[str, str], owner: dict | None = None) -> dict:
         metadata: dict = {"name": name, "labels": labels}
         if owner is not None:
-            metadata["ownerReferences"] = [_controller(owner)]
+            metadata["ownerReferences"] = [controller_ref(owner)]
         body = {"metadata": metadata, "spec": {"containers": [CONTAINER]}}
         pod = self.core.create_namespaced_pod(self.namespace, body)
         return client.ApiClient().sanitize_for_serialization(pod)

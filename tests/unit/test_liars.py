@@ -27,7 +27,7 @@ from podsweeper.model import FinishMark, Namespace
 from podsweeper.pipeline import Pipeline
 from tests.fixtures import mpi
 from tests.fixtures import trainer as v2
-from tests.fixtures.builders import at, event, job, pod, split, stamp
+from tests.fixtures.builders import at, controller_ref, event, job, pod, split, stamp
 from tests.fixtures.builders import container_status as cs
 from tests.fixtures.parse import parse_intermediate, parse_job, parse_pod
 from tests.support.liars import Effect, RecordingCluster
@@ -334,7 +334,7 @@ def test_a_jobset_event_claiming_a_plain_jobset_is_a_trainjobs():
     tj = v2.trainjob("plain", "team-a")
 
     def claimed(o: dict) -> None:
-        o["metadata"]["ownerReferences"] = [v2._owner(v2.TRAINER, "TrainJob", "plain", tj["metadata"]["uid"])]
+        o["metadata"]["ownerReferences"] = [controller_ref(tj)]
         o["spec"]["replicatedJobs"][0]["template"]["metadata"]["labels"] = {v2.MARK: "trainer"}
 
     for verb in ("add", "update", "delete"):

@@ -35,10 +35,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.trainer import trainjob
 from tests.support.harness.waiting import wait_for
 from tests.support.stack.record_seed import OUT, _quiet
 from tests.support.stack.recording import RecordProcess
-from tests.support.world.trainjobs import JOBSET, TRAINER, Cluster, trainjob
+from tests.support.world.trainjobs import JOBSET, TRAINER, Cluster
 
 OLD_ENOUGH = 32  # seconds: past the function's default orphan grace (30 s) when the delete comes
 

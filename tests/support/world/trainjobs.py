@@ -1,8 +1,9 @@
-"""TrainJobs and the calls on them that the Trainer v2 world's tests and recordings share.
+"""The calls on TrainJobs that the Trainer v2 world's tests and recordings share.
 
-`trainjob()` builds a TrainJob on the `torch-distributed` ClusterTrainingRuntime (or a namespaced
-copy, `Cluster.runtime_copy`): 2 nodes x 1 GPU, its pods behaving as the kwok stage annotations
-(sim.podsweeper.dev/exit-code, run-for) say.
+The TrainJobs themselves are tests/fixtures/trainer.py's `trainjob(name, run_for=...)`: on the
+`torch-distributed` ClusterTrainingRuntime (or a namespaced copy, `Cluster.runtime_copy`),
+2 nodes x 1 GPU, their pods behaving as the kwok stage annotations (sim.podsweeper.dev/exit-code,
+run-for) say.
 """
 
 from __future__ import annotations
@@ -13,40 +14,12 @@ import time
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from tests.fixtures.builders import for_create
 from tests.support.world.trainer_world import runtimes
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 JOBSET = ("jobset.x-k8s.io", "v1alpha2")
 ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
-
-
-def trainjob(name: str, *, exit_code: str = "0", run_for: str = "3s", runtime: dict | None = None) -> dict:
-    """A TrainJob on torch-distributed: 2 nodes x 1 GPU, pods behaving as the annotations say."""
-    annotations = {"sim.podsweeper.dev/exit-code": exit_code, "sim.podsweeper.dev/run-for": run_for}
-    pod_patch = {"metadata": {"annotations": annotations}}
-    return {
-        "apiVersion": "/".join(TRAINER),
-        "kind": "TrainJob",
-        "metadata": {"name": name},
-        "spec": {
-            "runtimeRef": runtime or {"name": "torch-distributed"},
-            "trainer": {"numNodes": 2, "resourcesPerNode": {"limits": {"nvidia.com/gpu": "1"}}},
-            "runtimePatches": [
-                {
-                    "manager": "sim.podsweeper.dev/test",
-                    "trainingRuntimeSpec": {
-                        "template": {
-                            "spec": {
-                                "replicatedJobs": [
-                                    {"name": "node", "template": {"spec": {"template": pod_patch}}}
-                                ]
-                            }
-                        }
-                    },
-                }
-            ],
-        },
-    }
 
 
 class Cluster:
@@ -61,12 +34,14 @@ class Cluster:
         )
 
     def create_trainjob(self, job: dict, timeout: float = 10.0) -> dict:
-        """Create it; on a runtime copy just made, Trainer's webhook may not know the runtime
-        yet (it looks it up in its informer cache: 403 "not found"), so that is tried again."""
+        """Create it in this namespace; on a runtime copy just made, Trainer's webhook may not
+        know the runtime yet (it looks it up in its informer cache: 403 "not found"), so that
+        is tried again."""
+        body = for_create(job, self.ns)
         deadline = time.monotonic() + timeout
         while True:
             try:
-                return self.custom.create_namespaced_custom_object(*TRAINER, self.ns, "trainjobs", job)
+                return self.custom.create_namespaced_custom_object(*TRAINER, self.ns, "trainjobs", body)
             except ApiException as error:
                 if error.status != 403 or "not found" not in str(error.body) or time.monotonic() > deadline:
                     raise
