@@ -42,6 +42,7 @@ from tests.support.model_world import (
     OwnerSpec,
     PodSpec,
     container_spec,
+    owner_ref,
     render_containers,
 )
 
@@ -80,19 +81,6 @@ def _stamp(at: datetime) -> str:
     return builders.stamp(at)
 
 
-def _ref(owner: OwnerSpec) -> dict:
-    ref = {
-        "apiVersion": owner.api_version,
-        "kind": owner.kind,
-        "name": owner.name,
-        "uid": owner.uid,
-        "blockOwnerDeletion": True,
-    }
-    if owner.controller is not None:
-        ref["controller"] = owner.controller
-    return ref
-
-
 def _meta(meta: dict, uid: str, created: datetime | None, owner, skip, terminating: bool) -> None:
     meta["uid"] = uid
     if created is None:
@@ -100,7 +88,7 @@ def _meta(meta: dict, uid: str, created: datetime | None, owner, skip, terminati
     else:
         meta["creationTimestamp"] = _stamp(created)
     if owner is not None:
-        meta["ownerReferences"] = [_ref(owner)]
+        meta["ownerReferences"] = [owner_ref(owner)]
     else:
         meta.pop("ownerReferences", None)
     if skip is not None:

@@ -274,6 +274,20 @@ def render_containers(specs: tuple[ContainerSpec, ...]) -> list[dict]:
     return containers
 
 
+def owner_ref(owner: OwnerSpec) -> dict:
+    """The ownerReference an OwnerSpec says (`controller` None: the field left out)."""
+    ref = {
+        "apiVersion": owner.api_version,
+        "kind": owner.kind,
+        "name": owner.name,
+        "uid": owner.uid,
+        "blockOwnerDeletion": True,
+    }
+    if owner.controller is not None:
+        ref["controller"] = owner.controller
+    return ref
+
+
 def render_pod(spec: PodSpec) -> dict:
     containers = render_containers(spec.containers)
     obj = builders.pod(
@@ -295,16 +309,7 @@ def render_pod(spec: PodSpec) -> dict:
     else:
         meta.pop("labels", None)
     if spec.owner is not None:
-        ref = {
-            "apiVersion": spec.owner.api_version,
-            "kind": spec.owner.kind,
-            "name": spec.owner.name,
-            "uid": spec.owner.uid,
-            "blockOwnerDeletion": True,
-        }
-        if spec.owner.controller is not None:
-            ref["controller"] = spec.owner.controller
-        meta["ownerReferences"] = [ref]
+        meta["ownerReferences"] = [owner_ref(spec.owner)]
     else:
         meta.pop("ownerReferences", None)
     if spec.created is None:
