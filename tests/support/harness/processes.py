@@ -94,6 +94,16 @@ def wait_until(
         time.sleep(interval)
 
 
+def answers_ok(url: str, timeout: float = 2.0) -> bool:
+    """A ready probe: GET url answers 200 (a /readyz, /healthz or /-/ready)."""
+    import requests
+
+    try:
+        return requests.get(url, timeout=timeout).status_code == 200
+    except requests.RequestException:
+        return False
+
+
 class Process:
     """One long-running child with its log file: the one way the tests start a server.
 

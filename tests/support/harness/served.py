@@ -22,7 +22,7 @@ from pathlib import Path
 import requests
 
 from tests.support.harness.ports import free_port
-from tests.support.harness.processes import Process, children, memory_kb
+from tests.support.harness.processes import Process, answers_ok, children, memory_kb
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -192,10 +192,7 @@ class Served(Process):
     # -- observing it ------------------------------------------------------------------
 
     def healthy(self, request_timeout: float = 5.0) -> bool:
-        try:
-            return requests.get(f"{self.url}/healthz", timeout=request_timeout).status_code == 200
-        except requests.RequestException:
-            return False
+        return answers_ok(f"{self.url}/healthz", request_timeout)
 
     def post(self, raw_event: dict, timeout: float = 30.0) -> requests.Response:
         """POST a CloudEvent (structured dict) in binary content mode, as Knative sends it."""

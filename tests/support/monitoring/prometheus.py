@@ -25,7 +25,7 @@ import requests
 import yaml
 
 from tests.support.harness.ports import free_port
-from tests.support.harness.processes import Process
+from tests.support.harness.processes import Process, answers_ok
 
 ROOT = Path(__file__).resolve().parents[3]
 MONITORING = ROOT / "knative" / "monitoring"
@@ -153,17 +153,11 @@ class Prometheus(Process):
             cwd=self.workdir,
         )
         try:
-            self.wait("answer /-/ready", self._ready, timeout)
+            self.wait("answer /-/ready", lambda: answers_ok(f"{self.url}/-/ready"), timeout)
         except BaseException:
             self.stop()
             raise
         return self
-
-    def _ready(self) -> bool:
-        try:
-            return requests.get(f"{self.url}/-/ready", timeout=2).status_code == 200
-        except requests.RequestException:
-            return False
 
     def stop(self, timeout: float | None = None) -> int | None:
         """Its process group, then its data directory."""

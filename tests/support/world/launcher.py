@@ -41,7 +41,7 @@ import requests
 from tests.support.controlplane.launcher import ControlPlane
 from tests.support.controlplane.manifests import go_module_dir, load_yaml
 from tests.support.harness.ports import free_port
-from tests.support.harness.processes import Process, tails, wait_until
+from tests.support.harness.processes import Process, answers_ok, tails, wait_until
 from tests.support.world import build, mpi_world, trainer_world, volcano_world, webhook_cert
 
 HERE = Path(__file__).parent
@@ -336,14 +336,7 @@ class World:
             ],
             env=env,
         )
-
-        def ready() -> bool:
-            try:
-                return requests.get(f"http://127.0.0.1:{probe_port}/readyz", timeout=2).status_code == 200
-            except requests.RequestException:
-                return False
-
-        self._wait("training operator /readyz", ready)
+        self._wait("training operator /readyz", lambda: answers_ok(f"http://127.0.0.1:{probe_port}/readyz"))
         # Controllers start after the certificates, in a goroutine: wait for all six (five).
         kinds = len(mpi_world.OPERATOR_SCHEMES) if self.mpi_operator else 6
         self._wait(

@@ -35,6 +35,7 @@ import yaml
 from tests.support.controlplane.manifests import go_module_dir, load_yaml
 from tests.support.controlplane.versions import JOBSET_MODULE, JOBSET_VERSION, TRAINER_MODULE, TRAINER_VERSION
 from tests.support.harness.ports import free_port
+from tests.support.harness.processes import answers_ok
 from tests.support.world import webhook_cert
 
 JOBSET_WEBHOOKS = ("jobset-mutating-webhook-configuration", "jobset-validating-webhook-configuration")
@@ -266,9 +267,4 @@ class TrainerPhase:
 
 
 def _ready(port: int) -> bool:
-    import requests
-
-    try:
-        return requests.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200
-    except requests.RequestException:
-        return False
+    return answers_ok(f"http://127.0.0.1:{port}/readyz")
