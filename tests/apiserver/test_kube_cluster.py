@@ -93,6 +93,24 @@ def test_delete_with_a_stale_resource_version_keeps_the_pod(cluster, operator, n
     assert cluster.delete_pod(namespace, read.name, read.uid, fresh.resource_version) is Result.DELETED
 
 
+def test_an_ordinary_delete_keeps_the_pods_grace_period_and_only_a_force_delete_drops_it(
+    cluster, admin_api, namespace
+):
+    """A pod on a node (no kubelet here to finish the delete) deleted by podsweeper's ordinary
+    delete keeps its terminationGracePeriodSeconds: it stays, terminating, with that grace
+    (its containers get SIGTERM and their grace when a kubelet is there). Only a force delete
+    (rule stuck-terminating) sends grace period 0, and the API server then removes it at once."""
+    player = Play(admin_api, namespace, node="lost-node")
+    job = player.create_job()
+    pod = parse_pod(player.create_pod(job, "Worker", 0))
+    assert cluster.delete_pod(namespace, pod.name, pod.uid) is Result.DELETED
+    raw = player.core.read_namespaced_pod(pod.name, namespace)
+    assert raw.metadata.deletion_timestamp is not None
+    assert raw.metadata.deletion_grace_period_seconds == raw.spec.termination_grace_period_seconds == 30
+    assert cluster.delete_pod(namespace, pod.name, pod.uid, force=True) is Result.DELETED
+    assert cluster.get_pod(namespace, pod.name) is None
+
+
 def test_a_finish_mark_counts_only_for_the_trainjob_it_was_written_for(cluster, admin_api):
     """A TrainJob created again under a finished one's name is not judged by the earlier one's
     finish (once KNOWN BUG 3): the mark's ConfigMap is owned by the uid it was written for,

@@ -37,6 +37,12 @@ class Suite(Enum):
     NOTIFY_SERVED = ("tests/controllers/test_notifications.py",)
     # podsweeper's own records (evidence stores, finish marks) on the real API server.
     RECORDS_API = ("tests/apiserver/test_evidence_store.py",)
+    # What a Trainer v2 rule does to the chain (deletes, suspends), as the function's user.
+    CHAIN_API = ("tests/apiserver/test_trainer_v2_access.py",)
+    # The served function under API faults: 503 within its bound, then the retry cleans up.
+    FAULTS = (
+        "tests/apiserver/test_faults.py::test_api_failure_answers_503_in_time_then_the_retry_cleans_up",
+    )
 
     @property
     def label(self) -> str:
@@ -47,11 +53,13 @@ class Suite(Enum):
             "REAL_API": "real API",
             "NOTIFY_SERVED": "served, real world",
             "RECORDS_API": "records, real API",
+            "CHAIN_API": "chain, real API",
+            "FAULTS": "faults, real API",
         }
         return names.get(self.name, self.name.lower())
 
 
-UNIT, HTTP, PROPERTY, REAL_API, SECRETS, NOTIFY_SERVED, RECORDS_API = (
+UNIT, HTTP, PROPERTY, REAL_API, SECRETS, NOTIFY_SERVED, RECORDS_API, CHAIN_API, FAULTS = (
     Suite.UNIT,
     Suite.HTTP,
     Suite.PROPERTY,
@@ -59,6 +67,8 @@ UNIT, HTTP, PROPERTY, REAL_API, SECRETS, NOTIFY_SERVED, RECORDS_API = (
     Suite.SECRETS,
     Suite.NOTIFY_SERVED,
     Suite.RECORDS_API,
+    Suite.CHAIN_API,
+    Suite.FAULTS,
 )
 
 
@@ -725,5 +735,102 @@ MUTANTS: tuple[Mutant, ...] = (
         "trust: a finish mark anyone may plant (podsweeper's label, the job as owner) counts without "
         "podsweeper's signature, and a running TrainJob whose JobSet was made again is suspended",
         (RECORDS_API,),
+    ),
+    # The safety points an audit found no seeded bug for (each caught where its suites say).
+    Mutant(
+        "stuck-limit-ignored",
+        "rules/stuck_terminating.py",
+        "    return seconds if seconds >= limit else None",
+        "    return seconds if seconds >= 0 else None",
+        "stuck-terminating force-deletes as soon as a pod's grace ended, PODSWEEPER_STUCK_TERMINATING_SECONDS ignored",
+        (UNIT,),
+    ),
+    Mutant(
+        "delete-grace-zero",
+        "cluster/kube/writes.py",
+        '            **({"gracePeriodSeconds": 0} if force else {}),',
+        '            "gracePeriodSeconds": 0,',
+        "every delete is a force delete (grace period 0): containers get no SIGTERM grace",
+        (REAL_API,),
+    ),
+    Mutant(
+        "evidence-store-unbounded",
+        "evidence.py",
+        "    return bounded(ordered, [id(r) in firsts for r in ordered], STORE_BUDGET)",
+        "    return ordered",
+        "the evidence store's byte bound is off: a big failing job's store outgrows what the API accepts",
+        (UNIT,),
+    ),
+    Mutant(
+        "chain-link-deleted-orphaning",
+        "cluster/kube/writes.py",
+        '"propagationPolicy": "Background"',
+        '"propagationPolicy": "Orphan"',
+        "a JobSet or batch Job is deleted with Orphan propagation: its Jobs and pods run on",
+        (CHAIN_API,),
+    ),
+    Mutant(
+        "chain-link-delete-uid-unchecked",
+        "cluster/kube/writes.py",
+        '"preconditions": {"uid": uid}}',
+        "}",
+        "a JobSet or batch Job is deleted without its uid as precondition: a same-named new one may go",
+        (CHAIN_API,),
+    ),
+    Mutant(
+        "suspend-uid-unchecked",
+        "cluster/kube/writes.py",
+        '        patch = {"metadata": {"uid": ref.uid}, "spec": switch}',
+        '        patch = {"spec": switch}',
+        "a suspend carries no uid precondition: a job re-created under the name is suspended",
+        (REAL_API, CHAIN_API),
+    ),
+    Mutant(
+        "lineage-owns-by-kind",
+        "lineage.py",
+        "        return controlled_by(intermediate.controller, parent_kind, parent_uid)",
+        "        return intermediate.controller is not None and intermediate.controller.kind == parent_kind",
+        "a TrainJob owns a JobSet (and a JobSet a Job) by kind, not by uid: an earlier job's links count as its own",
+        (UNIT,),
+    ),
+    Mutant(
+        "deadline-counts-every-pod",
+        "rules/deadline_exceeded_jobset_running.py",
+        "    pods = tuple(p for p in lineage.pods if p.labels.get(lineage.chain.uid_label) == jobset.uid)",
+        "    pods = lineage.pods",
+        "deadline-exceeded-jobset-running carries (and keeps the evidence of) pods that are not its JobSet's",
+        (UNIT,),
+    ),
+    Mutant(
+        "stuck-chain-unproven",
+        "passes.py",
+        "            if pod.job.kind.chain is not None and not _chain_proven(pod, cluster):\n                continue\n",
+        "",
+        "the stuck pass force-deletes a pod labelled as a TrainJob's whose JobSet, read now, is not that job's",
+        (UNIT,),
+    ),
+    Mutant(
+        "dry-run-announced-as-done",
+        "notify.py",
+        "        return DRY_RUN if result in DRY_RUN_RESULTS else None",
+        "        return LIVE_TYPES.get(result) if result is not None else None",
+        "a dry run's decisions are announced as CloudEvents of acts",
+        (UNIT,),
+    ),
+    Mutant(
+        "evidence-upgraded-by-a-sighting",
+        "evidence.py",
+        "    if new.observed or kept is None:",
+        "    if kept is None:",
+        "a pod event's sighting rewrites a record of podsweeper's own act (the evidence upgrade order)",
+        (UNIT,),
+    ),
+    Mutant(
+        "request-deadline-dropped",
+        "pipeline.py",
+        "        cluster = self.cluster.bounded(deadline) if deadline is not None else self.cluster",
+        "        cluster = self.cluster",
+        "the per-request deadline is not passed to the API calls: a hanging API holds the answer past its bound",
+        (FAULTS,),
     ),
 )

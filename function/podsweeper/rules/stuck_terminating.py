@@ -12,12 +12,21 @@ from podsweeper.model import Job, Node, NodeReady, Pod
 from podsweeper.rules.base import Context, Finding, Listed, RuleSpec
 
 
+def overdue(pod: Pod, ctx: Context) -> float | None:
+    """Seconds the pod has been terminating past its grace period, once that is at least
+    PODSWEEPER_STUCK_TERMINATING_SECONDS; None before (or with the rule off). The one home of
+    the limit: the sweep's nomination and the check both read it here."""
+    limit, due = ctx.settings.stuck_terminating_seconds, pod.deletion_due
+    if limit is None or due is None:
+        return None
+    seconds = (ctx.now - due).total_seconds()
+    return seconds if seconds >= limit else None
+
+
 def looks_stuck(listed: Listed, ctx: Context) -> bool:
     """A listed pod terminating the limit past its grace: its stuck pass reads it, its node and
     its job again."""
-    pod, limit = listed.pod, ctx.settings.stuck_terminating_seconds
-    due = pod.deletion_due if pod is not None else None
-    return limit is not None and due is not None and (ctx.now - due).total_seconds() >= limit
+    return listed.pod is not None and overdue(listed.pod, ctx) is not None
 
 
 def check(pod: Pod, node: Node | None, job: Job | None, ctx: Context) -> Finding | None:
@@ -26,10 +35,10 @@ def check(pod: Pod, node: Node | None, job: Job | None, ctx: Context) -> Finding
         return None
     if pod.batch_job is not None and pod.job.kind.chain is None:
         return None  # a launcher pod (MPIJob v2beta1): its batch Job is not proven the job's here
-    if pod.deletion_due is None or pod.node is None:
+    if pod.node is None:
         return None  # never scheduled: the API server itself removes such a pod
-    overdue = (ctx.now - pod.deletion_due).total_seconds()
-    if overdue < limit:
+    late = overdue(pod, ctx)
+    if late is None:
         return None
     if node is not None and node.ready is NodeReady.TRUE:
         return None
@@ -44,14 +53,14 @@ def check(pod: Pod, node: Node | None, job: Job | None, ctx: Context) -> Finding
             state += f" since {since:.0f}s"
             detail += f" for {since:.0f}s"
     reason = (
-        f"terminating {overdue:.0f}s past its grace period (PODSWEEPER_STUCK_TERMINATING_SECONDS {limit}) "
+        f"terminating {late:.0f}s past its grace period (PODSWEEPER_STUCK_TERMINATING_SECONDS {limit}) "
         f"on node {pod.node}, which {state}: force delete (grace period 0)"
     )
     return Finding(
         pod,
         Action.FORCE_DELETE,
         reason,
-        detail=f"force-deleted {overdue:.0f}s past its grace period; node {pod.node} {detail}",
+        detail=f"force-deleted {late:.0f}s past its grace period; node {pod.node} {detail}",
         wasted_since=pod.deletion_due,  # the scheduler counts its GPUs until the pod object goes
     )
 
