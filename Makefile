@@ -40,12 +40,20 @@ DERANDOMIZED := PYTHONHASHSEED=0
 ## (pyproject.toml's testpaths; one run, so the figures page gets the replay and apiserver
 ## figures together); then the figures page, a run on fresh random worlds, and a sample of the
 ## seeded bugs drawn anew each run (the whole sweep is `make mutants`).
+## Each step's time is kept (out/steps.txt, printed at the end; out/durations.json has each
+## rung's and each test's): the next split of the budget is measured.
 test: $(FULL_STAMP)
-	$(MAKE) --no-print-directory lint
-	$(DERANDOMIZED) $(PY) -m pytest
-	$(PY) -m tests.support.figures --update
-	$(MAKE) --no-print-directory fresh
-	$(MAKE) --no-print-directory mutants-sample
+	@mkdir -p out && : > out/steps.txt
+	@$(call timed,lint,$(MAKE) --no-print-directory lint)
+	@$(call timed,pytest,$(DERANDOMIZED) $(PY) -m pytest)
+	@$(call timed,figures,$(PY) -m tests.support.figures --update)
+	@$(call timed,fresh,$(MAKE) --no-print-directory fresh)
+	@$(call timed,mutants-sample,$(MAKE) --no-print-directory mutants-sample MUTANTS_ARGS=--baselines-passed)
+	@echo "== time per step of make test (out/steps.txt):" && cat out/steps.txt
+
+## Runs one step of `make test`, echoed, and adds its time to out/steps.txt.
+timed = echo '$(2)'; start=$$(date +%s); $(2); status=$$?; \
+	echo "$(1): $$(( $$(date +%s) - start )) s$$( [ $$status -eq 0 ] || echo ' (failed)')" >> out/steps.txt; exit $$status
 
 ## ruff (lint + format check), mypy on the package, import contracts.
 lint: $(UNIT_STAMP)
@@ -114,8 +122,9 @@ mutants: $(FULL_STAMP)
 ## baselines (seed printed).
 MUTANTS_BUDGET ?= 4
 MUTANTS_SEED ?=
+MUTANTS_ARGS ?=
 mutants-sample: $(FULL_STAMP)
-	$(PY) -m tests.mutants --budget $(MUTANTS_BUDGET) $(if $(MUTANTS_SEED),--seed $(MUTANTS_SEED))
+	$(PY) -m tests.mutants --budget $(MUTANTS_BUDGET) $(if $(MUTANTS_SEED),--seed $(MUTANTS_SEED)) $(MUTANTS_ARGS)
 
 ## The property tests and the random-fault test on new worlds: a new seed every run, printed
 ## first; `make fresh PODSWEEPER_TEST_SEED=N` draws the same worlds again.

@@ -35,16 +35,62 @@ RUNGS = ("unit", "replay", "apiserver", "controllers", "delivery")
 TRAINING_JOB_PLURALS = tuple((k.group, k.versions[0], k.plural) for k in facts.TRAINING_KINDS)
 
 
+# Each rung's bound on one test's own run (pytest-timeout; fixtures are not counted, see
+# pyproject.toml): a test that hangs fails after it instead of spending the rest of the CI
+# run's 90 minutes. Sized from the slowest test of each rung (out/durations.json, written
+# by every run) with a margin of at least 3x for a busy 2-core machine.
+TEST_TIMEOUT = {"unit": 120, "replay": 1500, "apiserver": 600, "controllers": 1200, "delivery": 900}
+DURATIONS = Path(__file__).resolve().parents[1] / "out" / "durations.json"
+_durations: dict[str, dict[str, float]] = {rung: {} for rung in RUNGS}
+
+
+def _rung(item_path: Path) -> str:
+    return item_path.resolve().relative_to(TESTS).parts[0]
+
+
 def pytest_collection_modifyitems(items):
-    """Mark every test with its rung, from the folder it lives in; a test outside a rung folder
-    is refused, so the tree keeps saying what each test needs."""
+    """Mark every test with its rung, from the folder it lives in (and that rung's timeout,
+    unless the test names its own); a test outside a rung folder is refused, so the tree keeps
+    saying what each test needs."""
     for item in items:
-        rung = item.path.resolve().relative_to(TESTS).parts[0]
+        rung = _rung(item.path)
         if rung not in RUNGS:
             raise pytest.UsageError(
                 f"{item.nodeid}: a test lives in a rung folder, tests/{{{','.join(RUNGS)}}}"
             )
         item.add_marker(getattr(pytest.mark, rung))
+        if item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(TEST_TIMEOUT[rung]))
+
+
+def pytest_runtest_logreport(report):
+    """Each test's time (setup, call and teardown: a world's start counts where it happens)."""
+    rung = report.nodeid.split("/", 2)[1] if report.nodeid.startswith("tests/") else ""
+    if rung in _durations:
+        times = _durations[rung]
+        times[report.nodeid] = times.get(report.nodeid, 0.0) + report.duration
+
+
+def durations_summary(terminalreporter) -> None:
+    """Each rung's time, printed and kept (out/durations.json, with every test's), so the
+    next split of the CI budget is measured, not guessed."""
+    import json
+
+    ran = {rung: times for rung, times in _durations.items() if times}
+    if not ran:
+        return
+    terminalreporter.section("time per rung")
+    for rung, times in ran.items():
+        slowest = max(times, key=times.__getitem__)
+        terminalreporter.write_line(
+            f"{rung}: {sum(times.values()):.0f} s in {len(times)} tests "
+            f"(slowest {times[slowest]:.0f} s, bound {TEST_TIMEOUT[rung]} s: {slowest})"
+        )
+    DURATIONS.parent.mkdir(exist_ok=True)
+    totals = {rung: round(sum(times.values()), 1) for rung, times in ran.items()}
+    tests = {rung: {k: round(v, 2) for k, v in times.items()} for rung, times in ran.items()}
+    DURATIONS.write_text(json.dumps({"rungs": totals, "tests": tests}, indent=1) + "\n")
+    terminalreporter.write_line(f"(written to {DURATIONS})")
 
 
 @pytest.fixture(autouse=True)
@@ -61,6 +107,8 @@ def decision_log_as_it_was():
 
 def pytest_terminal_summary(terminalreporter):
     from tests.support import figures
+
+    durations_summary(terminalreporter)
 
     if figures.FIGURES or figures.MEASURED:
         terminalreporter.section("podsweeper reliability figures")

@@ -21,7 +21,9 @@ mutants the property tests are meant to catch survived them; at 200 each is caug
 its own copy; default 2), --budget MINUTES with --seed N (a sample: the mutants in an order
 drawn from the seed, started until the budget (after the baselines) is spent, at least one,
 each started one run to its verdict;
-docs/mutants.md is then not written; what CI runs, the whole sweep being `make mutants`).
+docs/mutants.md is then not written; what CI runs, the whole sweep being `make mutants`),
+--baselines-passed (the tree's own pytest run just passed: the suites whose run is the same
+here are not run unmutated again; the property suite is, at this runner's example count).
 """
 
 from __future__ import annotations
@@ -227,6 +229,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--budget", type=float, default=0.0, help="minutes; 0 = every mutant")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--baselines-passed", action="store_true")
     args = parser.parse_args(argv)
     names = {m.name for m in MUTANTS}
     wanted = [n for n in args.only.split(",") if n]
@@ -257,8 +260,13 @@ def main(argv: list[str]) -> int:
             copy = copies[item[0] % len(copies)]  # the suites side by side, one per copy
             return item[1], run_suite(copy, env_for(copy, args.examples), args.timeout, item[1])
 
+        # Only the property suite draws other examples here than in the tree's own run.
+        rerun = [s for s in used if s is Suite.PROPERTY or not args.baselines_passed]
         with ThreadPoolExecutor(len(copies)) as pool:
-            baseline = dict(pool.map(unmutated, enumerate(used)))
+            baseline = dict(pool.map(unmutated, enumerate(rerun)))
+        for suite in used:
+            if suite not in baseline:
+                print(f"baseline {suite.label:9} passed in this tree's own run (not run again)", flush=True)
         for suite, run in baseline.items():
             print(
                 f"baseline {suite.label:9} {'passed' if run.verdict is Verdict.SURVIVED else 'FAILED ' + run.by}"
