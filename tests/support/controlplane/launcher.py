@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import base64
+import json
 import secrets
 import shutil
 import sys
@@ -71,6 +72,81 @@ USERS = {
 
 class ControlPlaneError(RuntimeError):
     """A component died or did not become ready; the message carries its log tail."""
+
+
+class Kube:
+    """Raw admin calls to the API server, JSON in and out (no client models: CRDs are large);
+    apply() is server-side apply. Errors are of the caller's class (`error`)."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        ca_file: Path,
+        *,
+        error: type[Exception] = RuntimeError,
+        field_manager: str = "podsweeper-tests",
+    ):
+        self.url = url
+        self.ca = str(ca_file)
+        self.error = error
+        self.field_manager = field_manager
+        self.session = requests.Session()
+        self.session.trust_env = False  # our own loopback server: no proxy, no REQUESTS_CA_BUNDLE
+        self.session.headers.update({"Authorization": f"Bearer {token}", "Accept": "application/json"})
+        self._resources: dict[str, dict] = {}
+
+    def request(
+        self, method: str, path: str, body=None, ok=(200, 201), content_type="application/json", params=None
+    ):
+        r = self.session.request(
+            method,
+            self.url + path,
+            params=params,
+            data=None if body is None else json.dumps(body),
+            headers={"Content-Type": content_type},
+            verify=self.ca,
+            timeout=30,
+        )
+        if r.status_code not in ok:
+            raise self.error(f"{method} {path}: HTTP {r.status_code}: {r.text[:1500]}")
+        return r.json() if r.content else {}
+
+    def get(self, path: str) -> dict | None:
+        obj = self.request("GET", path, ok=(200, 404))
+        return None if obj.get("kind") == "Status" else obj
+
+    def resource(self, api_version: str, kind: str) -> dict:
+        key = f"{api_version}/{kind}"
+        if key not in self._resources:
+            base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+            for r in self.request("GET", base)["resources"]:
+                if "/" not in r["name"]:
+                    self._resources[f"{api_version}/{r['kind']}"] = r
+        if key not in self._resources:
+            raise self.error(f"{key} is not served")
+        return self._resources[key]
+
+    def path(self, api_version: str, kind: str, name: str | None = None, namespace: str | None = None) -> str:
+        r = self.resource(api_version, kind)
+        path = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        if r["namespaced"]:
+            path += f"/namespaces/{namespace}"
+        path += f"/{r['name']}"
+        return f"{path}/{name}" if name else path
+
+    def path_of(self, obj: dict) -> str:
+        meta = obj["metadata"]
+        return self.path(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+
+    def apply(self, obj: dict) -> dict:
+        params = {"fieldManager": self.field_manager, "force": "true"}
+        return self.request(
+            "PATCH", self.path_of(obj), obj, content_type="application/apply-patch+yaml", params=params
+        )
+
+    def close(self) -> None:
+        self.session.close()
 
 
 class ControlPlane:

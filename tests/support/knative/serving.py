@@ -47,7 +47,6 @@ from __future__ import annotations
 import atexit
 import ctypes
 import functools
-import json
 import os
 import shutil
 import socket
@@ -58,10 +57,10 @@ import threading
 import time
 from pathlib import Path
 
-import requests
 import yaml
 
 from tests.support.controlplane.build import GoBinary, ensure_built
+from tests.support.controlplane.launcher import Kube
 from tests.support.harness.ports import free_port
 from tests.support.harness.processes import Process, tails, wait_until
 
@@ -198,73 +197,6 @@ def webhook_objects() -> list[dict]:
 
 def build_all(log=sys.stderr) -> dict[str, Path]:
     return {name: ensure_built(binary, log=log) for name, binary in BINARIES.items()}
-
-
-# -- the API, raw JSON -----------------------------------------------------------------------
-
-
-class Kube:
-    """Admin calls to the API server with JSON in and out; apply() is server-side apply."""
-
-    def __init__(self, url: str, token: str, ca_file: Path):
-        self.url = url
-        self.ca = str(ca_file)
-        self.session = requests.Session()
-        self.session.trust_env = False
-        self.session.headers.update({"Authorization": f"Bearer {token}", "Accept": "application/json"})
-        self._resources: dict[str, dict] = {}
-
-    def request(
-        self, method: str, path: str, body=None, ok=(200, 201), content_type="application/json", params=None
-    ):
-        r = self.session.request(
-            method,
-            self.url + path,
-            params=params,
-            data=None if body is None else json.dumps(body),
-            headers={"Content-Type": content_type},
-            verify=self.ca,
-            timeout=30,
-        )
-        if r.status_code not in ok:
-            raise ServingError(f"{method} {path}: HTTP {r.status_code}: {r.text[:1500]}")
-        return r.json() if r.content else {}
-
-    def get(self, path: str) -> dict | None:
-        obj = self.request("GET", path, ok=(200, 404))
-        return None if obj.get("kind") == "Status" else obj
-
-    def resource(self, api_version: str, kind: str) -> dict:
-        key = f"{api_version}/{kind}"
-        if key not in self._resources:
-            base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-            for r in self.request("GET", base)["resources"]:
-                if "/" not in r["name"]:
-                    self._resources[f"{api_version}/{r['kind']}"] = r
-        if key not in self._resources:
-            raise ServingError(f"{key} is not served")
-        return self._resources[key]
-
-    def path(self, api_version: str, kind: str, name: str | None = None, namespace: str | None = None) -> str:
-        r = self.resource(api_version, kind)
-        path = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-        if r["namespaced"]:
-            path += f"/namespaces/{namespace}"
-        path += f"/{r['name']}"
-        return f"{path}/{name}" if name else path
-
-    def path_of(self, obj: dict) -> str:
-        meta = obj["metadata"]
-        return self.path(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
-
-    def apply(self, obj: dict) -> dict:
-        return self.request(
-            "PATCH",
-            self.path_of(obj),
-            body=obj,
-            content_type="application/apply-patch+yaml",
-            params={"fieldManager": FIELD_MANAGER, "force": "true"},
-        )
 
 
 # -- network namespaces ----------------------------------------------------------------------
@@ -472,7 +404,9 @@ class KnativeServing:
             self.timings["build"] = time.monotonic() - t0
             self.workdir = Path(tempfile.mkdtemp(prefix="podsweeper-serving-"))
             cp = self.control_plane
-            self.kube = Kube(cp.url, cp.tokens["admin"], cp.ca_file)
+            self.kube = Kube(
+                cp.url, cp.tokens["admin"], cp.ca_file, error=ServingError, field_manager=FIELD_MANAGER
+            )
             self._phase("install", self._install)
             if self.webhook:
                 self._phase("webhook", lambda: self._start_webhook(bins["webhook"]))

@@ -36,9 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import requests
-
-from tests.support.controlplane.launcher import ControlPlane
+from tests.support.controlplane.launcher import ControlPlane, Kube
 from tests.support.controlplane.manifests import go_module_dir, load_yaml
 from tests.support.harness.ports import free_port
 from tests.support.harness.processes import Process, answers_ok, tails, wait_until
@@ -113,7 +111,7 @@ class World:
         self.webhook_port = 0
         self.timings: dict[str, float] = {}
         self._procs: list[Process] = []
-        self._api = None
+        self._api: Kube | None = None
 
     def __enter__(self) -> World:
         return self.start()
@@ -138,8 +136,8 @@ class World:
             if self.control_plane is None:
                 self.control_plane = ControlPlane(log=self.log, mpi_operator=self.mpi_operator).start()
             self.workdir = Path(tempfile.mkdtemp(prefix="podsweeper-world-"))
-            self._api = requests.Session()
-            self._api.headers["Authorization"] = f"Bearer {self.control_plane.tokens['admin']}"
+            cp = self.control_plane
+            self._api = Kube(cp.url, cp.tokens["admin"], cp.ca_file, error=WorldError)
             kubeconfig = str(self.control_plane.admin_kubeconfig)
             self._phase("controllers", lambda: self._start_kube(bins, kubeconfig))
             self._phase("kwok", lambda: self._start_kwok(bins["kwok"], kubeconfig))
@@ -424,17 +422,8 @@ class World:
 
     def _request(self, method: str, path: str, body=None, ok=(200, 201), content_type="application/json"):
         """A raw API call as admin: JSON in and out, no client models (CRDs are large)."""
-        r = self._api.request(
-            method,
-            self.control_plane.url + path,
-            data=None if body is None else json.dumps(body),
-            headers={"Content-Type": content_type, "Accept": "application/json"},
-            verify=str(self.control_plane.ca_file),  # per call: REQUESTS_CA_BUNDLE beats Session.verify
-            timeout=30,
-        )
-        if r.status_code not in ok:
-            raise WorldError(f"{method} {path}: HTTP {r.status_code}: {r.text[:800]}")
-        return r.json() if r.content else {}
+        assert self._api is not None, "world is not running"
+        return self._api.request(method, path, body, ok, content_type)
 
     def _wait(self, what: str, condition, timeout: float | None = None) -> None:
         wait_until(
