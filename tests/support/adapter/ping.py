@@ -123,37 +123,14 @@ def system_objects() -> list[dict]:
     return objects
 
 
-def _create(api, obj: dict) -> None:
-    """Create one object (Namespace, ServiceAccount, ClusterRole(Binding), ConfigMap); an
-    existing ConfigMap is replaced (a previous run may have left another level)."""
-    from kubernetes import client
-    from kubernetes.client.rest import ApiException
-
-    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
-    kind, ns = obj["kind"], obj["metadata"].get("namespace")
-    creators = {
-        "Namespace": lambda: core.create_namespace(obj, _preload_content=False),
-        "ServiceAccount": lambda: core.create_namespaced_service_account(ns, obj, _preload_content=False),
-        "ClusterRole": lambda: rbac.create_cluster_role(obj, _preload_content=False),
-        "ClusterRoleBinding": lambda: rbac.create_cluster_role_binding(obj, _preload_content=False),
-        "ConfigMap": lambda: core.create_namespaced_config_map(ns, obj, _preload_content=False),
-    }
-    try:
-        creators[kind]()
-    except ApiException as error:
-        if error.status != 409:
-            raise
-        if kind == "ConfigMap":
-            core.replace_namespaced_config_map(obj["metadata"]["name"], ns, obj, _preload_content=False)
-
-
 def install_system(admin_api) -> None:
-    """The PingSource CRD, knative-eventing's ConfigMaps and the dispatcher's RBAC."""
+    """The PingSource CRD, knative-eventing's ConfigMaps and the dispatcher's RBAC, applied
+    server-side (a ConfigMap a previous run left with another level is overwritten)."""
     from tests.support.controlplane.manifests import install_crds
+    from tests.support.kubectl import RawApi
 
     install_crds(admin_api, [pingsource_crd()])
-    for obj in system_objects():
-        _create(admin_api, obj)
+    RawApi(admin_api).apply_all(system_objects())
 
 
 # -- the shipped PingSource ----------------------------------------------------------------------
