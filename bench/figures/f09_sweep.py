@@ -1,6 +1,6 @@
 """Figure 9: the backstop sweep over a big namespace, within its time bound.
 
-Method: (its own control plane, torn down with its etcd data afterwards): the backstop
+Method: on its own control plane (torn down with its etcd data afterwards), the backstop
 sweep over N training pods of N/10 PyTorchJobs in one namespace, 1% of the jobs finished
 with their pods still running. Pods are created directly through the API (no kubelet) by
 concurrent raw HTTPS requests. PingSource ticks are POSTed until the pods are gone:
