@@ -1,4 +1,4 @@
-// floor: the client-side floor of figure 8 (bench/bigjobs.py, bench/floor.py).
+// floor: the client-side floor of figure 8 (bench/figures/f08_big_jobs.py, bench/floor.py).
 //
 // It makes exactly the calls podsweeper makes for a finished job whose pods are still there,
 // and nothing else: GET the job, LIST its pods by label selector
