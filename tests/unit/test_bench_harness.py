@@ -4,14 +4,14 @@ next person to measure (setup_logging lost its stream argument once, and figure 
 
 from __future__ import annotations
 
-from bench import inprocess
+from bench import measure
 from bench import stream as streams
 from podsweeper.report import decision_log
 
 
 def test_figure_1s_path_runs_and_deletes_what_the_contract_says(capsys) -> None:
-    inprocess.quiet_logging()
-    result = inprocess.run_live(streams.build(4))
+    measure.quiet_logging()
+    result = measure.run_live(streams.build(4))
     assert result.events > 0
     assert result.deletes == result.expected_deletes > 0
     assert result.api_events > 0
