@@ -12,7 +12,8 @@ b. the real RBAC applied: the source reaches SinkProvided, SufficientPermissions
    run as the pods the controllers generated, with the generated env; the adapter's
    configuration equals the one the hand-started adapter of the other e2e tests uses;
 c. gone live (overlays/live-without-serving): the seed job's crash-looping workers are
-   deleted within a second of Succeeded, through that chain, and the job gets its
+   deleted within figures.SEED_CLEANUP_BOUND of Succeeded (the 1 s claim, measured by make
+   bench, plus a margin for the shared machine), through that chain, and the job gets its
    PodsCleanedUp Event; a PingSource tick reaches a replica and runs a sweep.
 """
 
@@ -28,6 +29,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support import figures
 from tests.support.harness.waiting import wait_for
 from tests.support.stack.users import condition
 
@@ -200,7 +202,12 @@ def test_c_live_the_seed_is_cleaned_through_the_generated_chain(eventing):
     assert len(workers) == 3 and all(workers.values()), f"workers left: {workers}"
     last = max(t for t in workers.values() if t)
     say(f"seed: last worker gone {(last - seen_succeeded) * 1000:.0f} ms after Succeeded was seen")
-    assert last - seen_succeeded <= 1.0
+    assert figures.within(
+        "seed, Knative Eventing: s from Succeeded seen to the last worker gone",
+        last - seen_succeeded,
+        "<=",
+        figures.SEED_CLEANUP_BOUND,
+    )
     assert "pytest-master-0" in {p.metadata.name for p in core.list_namespaced_pod(SEED_NS).items}
 
     events = wait_for(

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import figures
 from tests.support.knative import serving as ks
 from tests.support.tools.kustomize import render
 
@@ -406,7 +407,8 @@ def test_eventing_resolves_the_knative_service_and_the_seed_goes_through_its_rou
     """`kubectl apply -k knative/` then `-k knative/overlays/live`, with Eventing's real controller
     beside Serving's: the ApiServerSource and the PingSource resolve the Knative Service's
     address and become Ready, the adapter and dispatcher they generated run, and the seed's
-    workers are deleted by the live Revision's replica, within a second of Succeeded.
+    workers are deleted by the live Revision's replica, within figures.SEED_CLEANUP_BOUND of
+    Succeeded (the 1 s claim, measured by make bench, plus a margin for the shared machine).
 
     Between the adapter and the replica sit Knative's ingress and activator, which do not run
     here: the test world routes the Service's address to the ready pods of the Revision its
@@ -469,7 +471,12 @@ def test_eventing_resolves_the_knative_service_and_the_seed_goes_through_its_rou
             f"\nknative serving + eventing: seed workers gone {gone * 1000:.0f} ms after Succeeded",
             file=sys.stderr,
         )
-        assert gone <= 1.0
+        assert figures.within(
+            "seed, Knative Serving: s from Succeeded seen to the last worker gone",
+            gone,
+            "<=",
+            figures.SEED_CLEANUP_BOUND,
+        )
         decisions = [d for d in live[0].process.decisions() if d.get("action") == "delete"]
         assert {d["name"] for d in decisions if d.get("namespace") == "team-kn"} == {
             "pytest-worker-0",

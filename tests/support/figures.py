@@ -37,6 +37,12 @@ OUT = Path(
     or Path(__file__).resolve().parents[2] / "out" / "reliability-figures.json"
 )
 _OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq}
+# The product's claim: a finished job's named pods are gone within a second of its Succeeded,
+# measured on a quiet machine by `make bench` (figure 4). The tests that watch it happen on the
+# real controllers in CI assert this bound instead: the claim plus a stated margin of 2 s for a
+# 2-core machine shared with the rest of the run, and a 20 ms poller making two API calls a loop.
+SEED_CLEANUP_CLAIM, SEED_CLEANUP_MARGIN = 1.0, 2.0
+SEED_CLEANUP_BOUND = SEED_CLEANUP_CLAIM + SEED_CLEANUP_MARGIN
 
 
 def add(name: str, amount: int = 1) -> None:
