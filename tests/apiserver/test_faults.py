@@ -47,9 +47,14 @@ def rig(control_plane, admin_api, namespace, tmp_path):
     served = Served(env, tmp_path / "server.log").start()
     # The first event that reads the API loads the Kubernetes client (up to a second on a
     # loaded machine): pay for it here, not inside a test's time bound.
+    answers = []
     for _ in range(3):  # a 503 here is the client's first load running out of time: again
-        if post(served.url, ping(at(0)))[0].status_code == 200:
+        answers.append(post(served.url, ping(at(0)))[0].status_code)
+        if answers[-1] == 200:
             break
+    # Without one 200 the rig never reached the API: every "503 under a fault" below would
+    # then prove nothing about the fault.
+    assert answers[-1] == 200, f"the warm-up never got a 200 through the proxy: {answers}"
     try:
         yield proxy, served, Play(admin_api, namespace, node=None)
     finally:
