@@ -41,10 +41,16 @@ def numbered_files(text: str) -> list[str]:
 
 def files_outside_tests() -> list[Path]:
     """The tracked files outside tests/, examples/ and bench/ (caches and build output a
-    working tree holds are nobody's recipe)."""
-    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True)
+    working tree holds are nobody's recipe). A copy that is not a git work tree (the seeded-bug
+    runner's) holds only tracked files, and what its runs write."""
     skip = {"tests", "examples", "bench"}
-    paths = [ROOT / line for line in tracked.stdout.splitlines()]
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if tracked.returncode == 0:
+        paths = [ROOT / line for line in tracked.stdout.splitlines()]
+    else:
+        skip |= {"__pycache__", "out", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis"}
+        skip |= {".grimp_cache", ".import_linter_cache", "podsweeper.egg-info"}
+        paths = list(ROOT.rglob("*"))
     return [p for p in paths if p.is_file() and not skip.intersection(p.relative_to(ROOT).parts)]
 
 
