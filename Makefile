@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 UNIT_STAMP := $(VENV)/.installed-unit
 FULL_STAMP := $(VENV)/.installed-full
 
-.PHONY: demo test lint unit replay apiserver controllers delivery bench dev fixtures mutants mutants-sample fresh clean source-scale soak
+.PHONY: demo test lint unit replay apiserver controllers delivery bench dev fixtures mutants mutants-sample fresh clean source-scale soak world-facts
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -144,6 +144,13 @@ fresh: $(FULL_STAMP)
 		tests/replay/test_properties.py::test_live_notifications_late_duplicated_or_lost_then_sweep \
 		tests/apiserver/test_faults.py::test_random_faults_then_a_sweep_leaves_what_the_rules_name \
 	|| { echo "== fresh worlds FAILED from seed $$seed: make fresh PODSWEEPER_TEST_SEED=$$seed"; exit 1; }
+
+## What the upstream controllers do (the tests marked world_facts), on the pinned versions:
+## run when a version in tests/support/controlplane/versions.py (or kwok's) changes; it writes
+## tests/support/world/facts.json, which every CI run checks against the pins.
+world-facts: $(FULL_STAMP)
+	$(PY) -m pytest -p no:cacheprovider -m world_facts tests/controllers --junitxml=out/world-facts.xml
+	$(PY) -m tests.support.world.facts --write $$(grep -o 'tests="[0-9]*"' out/world-facts.xml | head -1 | tr -dc 0-9)
 
 fixtures: $(UNIT_STAMP)
 	$(PY) -m tests.fixtures.scenarios

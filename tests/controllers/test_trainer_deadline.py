@@ -145,6 +145,7 @@ def _deadline_failed(lo: Leftovers, name: str) -> None:
     assert failed["message"] == "TrainJob exceeded its active deadline"
 
 
+@pytest.mark.world_facts  # Trainer's own behaviour: make world-facts
 def test_deadline_fails_the_trainjob_and_its_refused_jobset_delete_is_never_retried(
     leftovers, record_property
 ):
@@ -172,6 +173,7 @@ def test_deadline_fails_the_trainjob_and_its_refused_jobset_delete_is_never_retr
     assert len(lo.hook.deletes(name)) == 1, "Trainer never tried the DELETE again"
 
 
+@pytest.mark.world_facts  # Trainer's own behaviour: make world-facts
 def test_deleting_the_leftover_jobset_sticks(leftovers, record_property):
     """Not re-created for a DeadlineExceeded TrainJob (a BackoffLimitExceeded one gets a new
     JobSet: test_trainer_world.py)."""
@@ -204,6 +206,7 @@ def test_deleting_the_leftover_jobset_sticks(leftovers, record_property):
     print(f"deadline: deleted JobSets gone in {gone:.2f} s, not re-created {SETTLE} s later")
 
 
+@pytest.mark.world_facts  # Trainer's own behaviour: make world-facts
 def test_suspending_the_leftover_jobset_sticks(leftovers, record_property):
     """Trainer resumes a running TrainJob's suspended JobSet at once (test_trainer_world.py),
     not a finished one's."""
@@ -225,6 +228,7 @@ def test_suspending_the_leftover_jobset_sticks(leftovers, record_property):
     print(f"deadline: JobSet suspend removed the pods in {stopped:.2f} s; still suspended {SETTLE} s later")
 
 
+@pytest.mark.world_facts  # Trainer's own behaviour: make world-facts
 def test_suspending_the_trainjob_does_not_stop_the_leftover(leftovers):
     """Accepted, Suspended=True written, yet the JobSet is not suspended: Trainer passes the
     suspend on only when it reconciles the objects, and it never does for a finished TrainJob."""
@@ -271,7 +275,11 @@ def test_podsweeper_deletes_the_leftover_jobset_and_nothing_comes_back(
 
     lo, k, name = leftovers, leftovers.k, "swept"
     _still_running(lo, name)
-    monkeypatch.setenv("PODSWEEPER_OPERATOR_GRACE_SECONDS", "5")  # the TrainJobs failed > 20 s ago
+    grace = 5
+    monkeypatch.setenv("PODSWEEPER_OPERATOR_GRACE_SECONDS", str(grace))
+    # Past the grace since Failed (the Trainer facts before it, make world-facts, take longer;
+    # run without them, this test waits for it): Failed's lastTransitionTime has whole seconds.
+    time.sleep(max(0.0, lo.failed_seen[name] + grace + 1.5 - time.time()))
     argv = ["sweep", "--kubeconfig", str(world.control_plane.function_kubeconfig), "-n", k.ns]
     assert main([*argv, "--dry-run"]) == 0
     (dry,) = decisions.about(name)

@@ -19,6 +19,10 @@ from tests.support.harness.waiting import wait_for
 from tests.support.world.launcher import World
 from tests.support.world.trainjobs import ANCESTOR, JOBSET, TRAINER, Cluster, controller_of
 
+# What the upstream controllers do, pinned: run by `make world-facts` when a pinned version
+# changes (tests/support/world/facts.py), not by every CI run.
+pytestmark = pytest.mark.world_facts
+
 
 @pytest.fixture(scope="session")
 def world():

@@ -23,6 +23,10 @@ from tests.support.harness.waiting import wait_for
 from tests.support.world.launcher import World
 from tests.support.world.volcano_world import DEFAULT_QUEUE, SCHEDULER_NAME, Volcano, gpu_job
 
+# What the upstream controllers do, pinned: run by `make world-facts` when a pinned version
+# changes (tests/support/world/facts.py), not by every CI run.
+pytestmark = pytest.mark.world_facts
+
 SEED = Path(__file__).resolve().parents[2] / "examples" / "pytorchjob-seed.yaml"
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"  # the operator's link from pod to PodGroup
 NEXT_WORKERS = 21  # + 1 master = 22 GPUs: more than the 21 left free while 3 workers hold one each
