@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from podsweeper import kinds
 from podsweeper.cluster.simulated import SimulatedCluster
 from podsweeper.config import Settings
 from podsweeper.decisions import Action, Result, Rule
@@ -479,6 +480,22 @@ def test_deadline_exceeded_jobset_running_is_decided_on_the_trainjob_update_too_
     ]
     (gpus,) = {a.decision.gpus for a in outcome.applied}
     assert gpus == 2  # the two GPUs its running pods held
+
+
+def test_deadline_exceeded_jobset_running_carries_only_the_pods_of_the_jobset_it_deletes():
+    """The decision carries the GPUs (and evidence) of the pods its delete takes away, those
+    labelled with its JobSet's uid: a pod labelled with the TrainJob's name but an earlier
+    JobSet's uid is not freed by this delete and is not counted as if it were."""
+    tj = deadline_failed()
+    js, job, pods = leftover(tj)
+    stray = v2.pod(job, 5)
+    stray["metadata"] |= {"name": "tj-earlier-0", "uid": "stray-uid", "ownerReferences": []}
+    stray["metadata"]["labels"][kinds.TRAINJOB.chain.uid_label] = "an-earlier-jobsets-uid"
+    outcome = handle(world(tj, js, job, *pods, stray), ping(at(600)), now=600)
+    (deleted,) = [
+        a.decision for a in outcome.applied if a.decision.rule is Rule.DEADLINE_EXCEEDED_JOBSET_RUNNING
+    ]
+    assert (deleted.kind, deleted.gpus) == ("JobSet", 2)  # its two running pods, not the stray one
 
 
 def test_deadline_exceeded_jobset_running_counts_only_the_pods_of_its_own_jobs():
