@@ -174,7 +174,7 @@ def write_results(rows: list[dict], examples: int, baseline: dict[Suite, SuiteRu
         f"* commit: {commit}"
         + (" (the working tree had uncommitted changes under function/ or tests/)" if dirty else ""),
         "* each mutant runs only the suites it names, each on its own and stopping at its first "
-        f"failure; property tests at {examples} hypothesis examples each (derandomized)",
+        f"failure; property tests at {examples} generated hypothesis examples each (derandomized; the pinned @examples left out)",
         "* caught = a FAILED test line; a time-out, an ERROR or a crash is inconclusive and fails the run",
         "* unmutated baseline: "
         + ", ".join(
