@@ -43,7 +43,7 @@ class JobPass:
     # List pods by both the v1.6+ and the pre-v1.6 labels (the sweep saw legacy-only pods).
     all_label_sets: bool = False
     # When the event says the job finished (its finishing condition's lastTransitionTime): a
-    # claim, never a fact. It only narrows what a fresh read may corroborate (passes.finish_seen).
+    # claim, never a fact. It only narrows what a fresh read may corroborate (lineage.finish_seen).
     claimed_finish: datetime | None = None
 
 
