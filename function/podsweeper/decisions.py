@@ -14,8 +14,7 @@ from podsweeper.policy import NamespacePolicy
 class Rule(StrEnum):
     """The registry of rules: one line per rule, in the order the passes decide them (a pod's
     first rule that names it decides for it). Each is one module, podsweeper.rules.<name in
-    lower case>, whose SPEC podsweeper.rules loads from this line: adding a rule is its module
-    and its line here."""
+    lower case>, imported by podsweeper.rules, whose RULES follow this order."""
 
     ORPHAN = "orphan"
     FINISHED_JOB_ACTIVE_POD = "finished-job-active-pod"

@@ -260,7 +260,8 @@ def _stage_an_expired_watch(
 def test_control_plane_killed_during_a_sweep_over_10000_pods(audited_stack, crowd_namespace, component):
     """Jobs finish while the adapter is down, so only a sweep can find their workers; a sweep over
     them and the crowd is killed under: kube-apiserver (or etcd) goes while it lists. The
-    function answers 503 within its bound, never 500; once the component is back the ticks
+    function answers 503 within its bound (or, with etcd gone, 200 for a sweep that only listed
+    from kube-apiserver's watch cache and did nothing), never 500; once the component is back the ticks
     remove every named worker and nothing else (nothing in the crowd)."""
     stack = audited_stack(also=[crowd_namespace.namespace])
     user = User(stack)
@@ -283,7 +284,7 @@ def test_control_plane_killed_during_a_sweep_over_10000_pods(audited_stack, crow
             timeout=EVENT_BOUND + 20,
         )
         answer.update(
-            status=response.status_code, seconds=time.monotonic() - started, text=response.text[:200]
+            status=response.status_code, seconds=time.monotonic() - started, text=response.text[:2000]
         )
 
     thread = threading.Thread(target=sweep)
@@ -296,7 +297,15 @@ def test_control_plane_killed_during_a_sweep_over_10000_pods(audited_stack, crow
     cp.revive(component)
     back = time.monotonic()
     print(f"{component} killed mid-sweep; the sweep answered {answer}", flush=True)
-    assert answer.get("status") == 503, f"with {component} gone the sweep answered {answer}"
+    if component == "etcd" and answer.get("status") == 200:
+        # Measured (kube-apiserver v1.36.3): with etcd gone the API server still serves the
+        # sweep's LIST pages, and the job index, from its watch cache; a sweep whose listing
+        # share ends before its first pass (a GET or a DELETE, which need etcd) has nothing
+        # to fail on. Then it must say so and have done nothing: CI met this twice.
+        done = json.loads(answer["text"])
+        assert (done["sweep"], done["decisions"]) == ("listing", 0), answer
+    else:
+        assert answer.get("status") == 503, f"with {component} gone the sweep answered {answer}"
     assert figures.within(
         "source: control plane down mid-sweep over 10,000 pods, s to the function's 503",
         answer["seconds"],

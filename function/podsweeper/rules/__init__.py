@@ -1,16 +1,29 @@
-"""The rules, loaded from the registry: one line per rule in podsweeper.decisions.Rule, one
-module per rule here (podsweeper.rules.<name in lower case>, its checks and its RuleSpec).
+"""The rules: one module per rule here (its checks, its sweep hook, its RuleSpec), in the
+order of the registry, podsweeper.decisions.Rule.
 
-The passes (podsweeper.engine), the sweep's nominations, the Events (podsweeper.report), the
-docs tables and the registry test all read RULES, in the registry's order: a pod's first rule
-(in this order) that names it decides for it.
+Adding a rule is its module, its name in Rule (the order the passes decide in: a pod's first
+rule that names it decides for it) and its module's name in the import below: RULES follows
+Rule's order, and a name in Rule without its module fails the import. The passes
+(podsweeper.engine), the sweep's nominations, the Events (podsweeper.report), the docs tables
+and the registry test all read RULES. (Imported by name, never loaded dynamically: the package
+loads no code by a computed name.)
 """
 
 from __future__ import annotations
 
-from importlib import import_module
-
 from podsweeper.decisions import Rule
+from podsweeper.rules import (
+    clean_pod_policy_all,
+    crash_loop,
+    deadline_exceeded_jobset_running,
+    failed_mpijob_running,
+    finished_job_active_pod,
+    finished_trainjob_restarted,
+    no_backoff_limit,
+    orphan,
+    stuck_terminating,
+    unbounded_jobset_restarts,
+)
 from podsweeper.rules.base import (
     ChainCheck,
     Context,
@@ -25,14 +38,16 @@ from podsweeper.rules.base import (
 )
 
 
-def _load(rule: Rule) -> RuleSpec:
-    spec = import_module(f"podsweeper.rules.{rule.name.lower()}").SPEC
+def _spec(rule: Rule) -> RuleSpec:
+    """The rule's module, imported above under its name in lower case, and its spec."""
+    module = globals().get(rule.name.lower())
+    spec = getattr(module, "SPEC", None)
     if not isinstance(spec, RuleSpec) or spec.rule is not rule:
-        raise ImportError(f"podsweeper.rules.{rule.name.lower()}.SPEC is not rule {rule.value}'s RuleSpec")
+        raise ImportError(f"rule {rule.value} (podsweeper.decisions.Rule) has no module imported here")
     return spec
 
 
-RULES: tuple[RuleSpec, ...] = tuple(_load(rule) for rule in Rule)
+RULES: tuple[RuleSpec, ...] = tuple(_spec(rule) for rule in Rule)
 
 BY_RULE: dict[Rule, RuleSpec] = {spec.rule: spec for spec in RULES}
 
