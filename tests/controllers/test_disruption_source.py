@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from podsweeper.ownership import JOB_NAME_LABEL
 from tests.support import audit, figures
 from tests.support.adapter.ping import FAST_SCHEDULE
 from tests.support.bulk import RawApi, crowd
@@ -72,6 +73,25 @@ def crowd_namespace(raw) -> Crowd:
         flush=True,
     )
     return Crowd(namespace, len(jobs), pods)
+
+
+def _listed_training_pods(user: User, namespace: str) -> int:
+    """How many pods a LIST by the v1 training label finds in `namespace` (the sweep's first
+    selector), page by page."""
+    count, token = 0, None
+    while True:
+        response = user.core.list_namespaced_pod(
+            namespace,
+            label_selector=JOB_NAME_LABEL,
+            limit=2000,
+            _continue=token,
+            _preload_content=False,
+        )
+        page = json.loads(response.data)
+        count += len(page["items"])
+        token = page["metadata"].get("continue")
+        if not token:
+            return count
 
 
 def _handling(function) -> tuple[float, float]:
@@ -287,6 +307,15 @@ def test_control_plane_killed_during_a_sweep_over_10000_pods(audited_stack, crow
             status=response.status_code, seconds=time.monotonic() - started, text=response.text[:2000]
         )
 
+    # The scenario needs the crowd in the sweep's listing (a CI run once saw a sweep list only
+    # the 21 pods of its own namespace and finish before the kill, right after the module's
+    # kube-apiserver restart): wait until the API lists them by the sweep's own selector.
+    wait_for(
+        f"the crowd's {crowd_namespace.pods} pods listed by the training label",
+        lambda: _listed_training_pods(user, crowd_namespace.namespace) >= crowd_namespace.pods,
+        120,
+        2.0,
+    )
     thread = threading.Thread(target=sweep)
     thread.start()
     time.sleep(0.5)  # the sweep lists for up to 1.5 s of its 10 s bound: kill it while it lists
