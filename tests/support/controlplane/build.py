@@ -13,10 +13,12 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support.controlplane.versions import ADAPTER_EVENTING_VERSION, ETCD_VERSION, KUBERNETES_VERSION
+from tests.support.harness import locks
 
 HERE = Path(__file__).parent
 
@@ -98,10 +100,20 @@ class BuildError(RuntimeError):
     """A Go build failed; the message carries the compiler's output."""
 
 
-def ensure_built(binary: GoBinary, log=sys.stderr) -> Path:
-    """Return the cached binary, building it first if it is not there yet."""
+def ensure_built(binary: GoBinary, log=sys.stderr, prepare: Callable[[], object] | None = None) -> Path:
+    """Return the cached binary, building it first if it is not there yet (`prepare` first, under
+    the same lock: one Go build at a time on the machine, tests.support.harness.locks)."""
     if binary.path.exists():
         return binary.path
+    with locks.held("go-build", log):
+        if binary.path.exists():  # another process built it while this one waited
+            return binary.path
+        if prepare is not None:
+            prepare()
+        return _build(binary, log)
+
+
+def _build(binary: GoBinary, log) -> Path:
     go = shutil.which("go")
     if go is None:
         raise BuildError("go is not on PATH: install Go 1.26 to build the control plane")

@@ -19,6 +19,7 @@ import subprocess
 from pathlib import Path
 
 from tests.support.controlplane.build import source_digest
+from tests.support.harness import locks
 from tests.support.tools.kustomize import cache_root
 
 MODULE_DIR = Path(__file__).parent / "knativevalidate"
@@ -36,6 +37,13 @@ def ensure_built() -> Path:
     path = binary_path()
     if path.exists():
         return path
+    with locks.held("go-build"):
+        if path.exists():  # another process built it while this one waited
+            return path
+        return _build(path)
+
+
+def _build(path: Path) -> Path:
     go = shutil.which("go")
     if go is None:
         raise AdmissionError("go is not on PATH: needed to build tests/support/deploy/knativevalidate")

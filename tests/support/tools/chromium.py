@@ -11,6 +11,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from tests.support.harness import locks
+
 CHROMIUM = Path("/usr/bin/chromium")
 # Headless, and nothing of its own on the network: a request the page makes is the page's.
 ARGS = [
@@ -44,8 +46,10 @@ def ensure_chromium() -> Path:
         return CHROMIUM
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         raise ChromiumMissing(f"{CHROMIUM} is missing; install it as root: apt-get install -y chromium")
-    _run(["apt-get", "update", "-q"], timeout=600)
-    _run(["apt-get", "install", "-y", "-q", "chromium"], timeout=1200)
+    with locks.held("apt"):  # dpkg takes one apt-get at a time
+        if not CHROMIUM.exists():
+            _run(["apt-get", "update", "-q"], timeout=600)
+            _run(["apt-get", "install", "-y", "-q", "chromium"], timeout=1200)
     if not CHROMIUM.exists():
         raise ChromiumMissing(f"apt-get installed chromium but {CHROMIUM} is still missing")
     return CHROMIUM

@@ -25,6 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.harness import locks
+
 REPO = Path(__file__).resolve().parents[3]
 BUILDAH = ["buildah", "--storage-driver", "vfs"]
 BASE_IMAGE = "localhost/debian-python:bookworm"
@@ -57,10 +59,11 @@ def ensure_tools(log=sys.stderr) -> None:
         return
     if os.geteuid() != 0:
         raise ImageError(f"{', '.join(missing)} missing and not root: apt-get install -y buildah debootstrap")
-    print(f"installing {' '.join(missing)} with apt-get...", file=log, flush=True)
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    run(["apt-get", "update", "-q"], timeout=600, env=env)
-    run(["apt-get", "install", "-y", "-q", "buildah", "debootstrap"], timeout=900, env=env)
+    with locks.held("apt", log):  # dpkg takes one apt-get at a time
+        print(f"installing {' '.join(missing)} with apt-get...", file=log, flush=True)
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        run(["apt-get", "update", "-q"], timeout=600, env=env)
+        run(["apt-get", "install", "-y", "-q", "buildah", "debootstrap"], timeout=900, env=env)
 
 
 def debian_mirror() -> str:
@@ -108,6 +111,13 @@ def ensure_base_image(tag: str = BASE_IMAGE, log=sys.stderr) -> str:
     ensure_tools(log)
     if image_exists(tag):
         return tag
+    with locks.held("base-image", log):
+        if image_exists(tag):  # another process made it while this one waited
+            return tag
+        return _make_base_image(tag, log)
+
+
+def _make_base_image(tag: str, log) -> str:
     mirror = debian_mirror()
     print(f"debootstrap {DEBIAN_SUITE} from {mirror} for {tag} (~1 min)...", file=log, flush=True)
     with tempfile.TemporaryDirectory(prefix="podsweeper-rootfs-", dir="/var/tmp") as tmp:

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import yaml
 
+from tests.support.harness import locks
+
 # kubectl 1.27 embeds kustomize v5.0.1; knative/ uses only fields v5.0 has (resources,
 # namespace, patches with a target, components), so `kubectl apply -k` renders the same.
 KUSTOMIZE_VERSION = "v5.8.1"
@@ -44,6 +46,13 @@ def go_install(
     The one home of how the tools here are built from their Go modules (kustomize, helm)."""
     if path.exists():
         return path
+    with locks.held("go-build"):
+        if path.exists():  # another process built it while this one waited
+            return path
+        return _go_install(package, version, path, error, timeout)
+
+
+def _go_install(package: str, version: str, path: Path, error: type[RuntimeError], timeout: float) -> Path:
     go = shutil.which("go")
     if go is None:
         raise error(f"go is not on PATH: needed to build {package}@{version}")

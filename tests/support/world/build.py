@@ -103,8 +103,8 @@ ALL = {**CORE, **TRAINER, **MPI, **VOLCANO}
 
 def build(binary: GoBinary, log=sys.stderr) -> Path:
     """ensure_built, preparing the scratch module first for the k8s.io/kubernetes binaries."""
-    if not binary.path.exists() and binary.module_dir.name.startswith("world-gomod-kubernetes"):
-        _kubernetes_module()
+    if binary.module_dir.name.startswith("world-gomod-kubernetes"):
+        return ensure_built(binary, log=log, prepare=_kubernetes_module)
     return ensure_built(binary, log=log)
 
 
