@@ -10,6 +10,9 @@ given here from the folder: `-m unit`, `-m "not controllers"`, ... select by run
 
 The figures the property, fault, fuzz and security tests fill in (tests/support/figures.py)
 are printed and written once at the end of any run that filled some, whichever rungs it ran.
+`make test` spreads the test files over workers (pytest-xdist): each worker hands its figures
+and its served functions' logs to the run's controller when it ends, and the controller checks
+every one of those logs for a pod's env value once the last test has run (tests/support/leaks.py).
 
 A missing binary is built on first use; a failed build raises, so the tests that need
 it ERROR with the compiler output. They are never skipped: a silently skipped
@@ -19,6 +22,7 @@ integration suite would hide exactly the failures it exists to catch.
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import sys
 from pathlib import Path
@@ -41,7 +45,11 @@ TRAINING_JOB_PLURALS = tuple((k.group, k.versions[0], k.plural) for k in facts.T
 # written by every run: unit 4 s, replay 49 s, apiserver 40 s, controllers 226 s, delivery 43 s)
 # with a margin of at least 4x for a busy 2-core machine.
 TEST_TIMEOUT = {"unit": 60, "replay": 300, "apiserver": 240, "controllers": 900, "delivery": 300}
-DURATIONS = Path(__file__).resolve().parents[1] / "out" / "durations.json"
+# A partial run (make fresh) writes elsewhere, so the main run's times stay what the file shows.
+DURATIONS = Path(
+    os.environ.get("PODSWEEPER_DURATIONS_FILE")
+    or Path(__file__).resolve().parents[1] / "out" / "durations.json"
+)
 _durations: dict[str, dict[str, float]] = {rung: {} for rung in RUNGS}
 
 
@@ -106,10 +114,58 @@ def decision_log_as_it_was():
     decision_log.handlers[:], decision_log.level, decision_log.propagate = kept[0], kept[1], kept[2]
 
 
+_worker_logs: list[Path] = []  # the served functions' logs of the run's other workers
+_leaks_checked: list = []  # what the end-of-run check found (tests.support.leaks.Checked)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """A test worker ended (pytest-xdist, on the controller): take its figures and logs."""
+    from tests.support import figures
+
+    out = getattr(node, "workeroutput", {})
+    if "figures" in out:
+        figures.merge(out["figures"])
+    _worker_logs.extend(Path(path) for path in out.get("served_logs", []))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A worker hands its figures and logs on; the run itself (the controller, or a run without
+    workers) checks every served function's log once the last test has run, and fails the run
+    on a pod's env value in any (PODSWEEPER_LEAKS_REQUIRED=1, set by `make test`: or when the
+    run served nothing to check)."""
+    from tests.support import figures, leaks
+    from tests.support.harness.served import ALL_LOGS
+
+    config = session.config
+    if hasattr(config, "workerinput"):
+        config.workeroutput["figures"] = figures.raw()
+        config.workeroutput["served_logs"] = [str(path) for path in ALL_LOGS]
+        return
+    logs = [*ALL_LOGS, *_worker_logs]
+    required = os.environ.get("PODSWEEPER_LEAKS_REQUIRED") == "1"
+    if not logs and not required:
+        return
+    checked = leaks.check(logs, required=required)
+    _leaks_checked.append(checked)
+    figures.add("security: server logs checked for env values", checked.logs)
+    figures.add("security: server log lines checked for env values", checked.lines)
+    figures.add("security: decision lines checked for env values", checked.decisions)
+    if checked.problems:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_terminal_summary(terminalreporter):
     from tests.support import figures
 
     durations_summary(terminalreporter)
+    for checked in _leaks_checked:
+        terminalreporter.section("secrets: the served functions' logs, checked at the end of the run")
+        terminalreporter.write_line(
+            f"{checked.logs} logs, {checked.lines} lines, {checked.decisions} decision lines"
+        )
+        for problem in checked.problems:
+            terminalreporter.write_line(f"FAILED: {problem}", red=True)
 
     if figures.FIGURES or figures.MEASURED:
         terminalreporter.section("podsweeper reliability figures")

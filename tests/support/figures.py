@@ -76,6 +76,31 @@ def snapshot() -> dict:
     return dict(sorted(out.items()))
 
 
+def raw() -> dict:
+    """This process's figures as plain data (a test worker hands them to the run's controller)."""
+    with _lock:
+        return {
+            "counted": dict(FIGURES),
+            "measured": dict(MEASURED),
+            "bounds": dict(BOUNDS),
+            "by": {name: sorted(tests) for name, tests in ASSERTED_BY.items()},
+        }
+
+
+def merge(data: dict) -> None:
+    """Add another process's figures (raw()) to this one's: counters summed, the worst value
+    of each measured figure kept (as within does)."""
+    with _lock:
+        FIGURES.update(data["counted"])
+        for name, value in data["measured"].items():
+            bound = data["bounds"][name]
+            worst = max if bound.split(" ", 1)[0] in ("<=", "<") else min
+            MEASURED[name] = worst(MEASURED[name], value) if name in MEASURED else value
+            BOUNDS[name] = bound
+        for name, tests in data["by"].items():
+            ASSERTED_BY.setdefault(name, set()).update(tests)
+
+
 def write() -> None:
     if not FIGURES and not MEASURED:
         return

@@ -74,7 +74,7 @@ _NOT_INHERITED = (
     "GUNICORN_LOG_LEVEL",
 )
 
-# Every log a served function of this test run wrote (tests/apiserver/test_security.py checks them for secrets).
+# Every log a served function of this test run wrote: checked for secrets once the run ends (tests/support/leaks.py).
 ALL_LOGS: list[Path] = []
 
 
