@@ -11,8 +11,9 @@ given here from the folder: `-m unit`, `-m "not controllers"`, ... select by run
 The figures the property, fault, fuzz and security tests fill in (tests/support/figures.py)
 are printed and written once at the end of any run that filled some, whichever rungs it ran.
 `make test` spreads the test files over workers (pytest-xdist): each worker hands its figures
-and its served functions' logs to the run's controller when it ends, and the controller checks
-every one of those logs for a pod's env value once the last test has run (tests/support/leaks.py).
+and its served functions' logs and kept outputs (Events, evidence stores, CloudEvents) to the
+run's controller when it ends, and the controller checks all of them for a pod's env value and a
+container's log text once the last test has run (tests/support/leaks.py).
 
 A missing binary is built on first use; a failed build raises, so the tests that need
 it ERROR with the compiler output. They are never skipped: a silently skipped
@@ -114,7 +115,11 @@ def decision_log_as_it_was():
     decision_log.handlers[:], decision_log.level, decision_log.propagate = kept[0], kept[1], kept[2]
 
 
+# Read once and taken out of the environment: a pytest a test starts (a collect-only run, a
+# seeded bug's run) is not the whole run, and must not inherit the demand.
+_LEAKS_REQUIRED = os.environ.pop("PODSWEEPER_LEAKS_REQUIRED", "") == "1"
 _worker_logs: list[Path] = []  # the served functions' logs of the run's other workers
+_worker_outputs: list[Path] = []  # their kept Events, evidence stores, CloudEvents (leaks.keep)
 _leaks_checked: list = []  # what the end-of-run check found (tests.support.leaks.Checked)
 
 
@@ -127,6 +132,7 @@ def pytest_testnodedown(node, error):
     if "figures" in out:
         figures.merge(out["figures"])
     _worker_logs.extend(Path(path) for path in out.get("served_logs", []))
+    _worker_outputs.extend(Path(path) for path in out.get("outputs", []))
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -141,16 +147,22 @@ def pytest_sessionfinish(session, exitstatus):
     if hasattr(config, "workerinput"):
         config.workeroutput["figures"] = figures.raw()
         config.workeroutput["served_logs"] = [str(path) for path in ALL_LOGS]
+        config.workeroutput["outputs"] = [str(path) for path in leaks.OUTPUTS]
+        return
+    if config.option.collectonly:
         return
     logs = [*ALL_LOGS, *_worker_logs]
-    required = os.environ.get("PODSWEEPER_LEAKS_REQUIRED") == "1"
-    if not logs and not required:
+    outputs = [*leaks.OUTPUTS, *_worker_outputs]
+    required = _LEAKS_REQUIRED
+    if not logs and not outputs and not required:
         return
-    checked = leaks.check(logs, required=required)
+    checked = leaks.check(logs, required=required, outputs=outputs)
     _leaks_checked.append(checked)
     figures.add("security: server logs checked for env values", checked.logs)
     figures.add("security: server log lines checked for env values", checked.lines)
     figures.add("security: decision lines checked for env values", checked.decisions)
+    for kind, count in checked.outputs.items():
+        figures.add(f"security: {kind}s checked for env values and log text", count)
     if checked.problems:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -162,7 +174,9 @@ def pytest_terminal_summary(terminalreporter):
     for checked in _leaks_checked:
         terminalreporter.section("secrets: the served functions' logs, checked at the end of the run")
         terminalreporter.write_line(
-            f"{checked.logs} logs, {checked.lines} lines, {checked.decisions} decision lines"
+            f"{checked.logs} logs, {checked.lines} lines, {checked.decisions} decision lines; outputs "
+            + ", ".join(f"{count} {kind}" for kind, count in checked.outputs.items())
+            + f" ({checked.evidence_with_log_text} evidence stores holding log text where allowed)"
         )
         for problem in checked.problems:
             terminalreporter.write_line(f"FAILED: {problem}", red=True)

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.fixtures.builders import for_create
+from tests.fixtures.builders import for_create, secret_env
 from tests.fixtures.mpi import mpijob
 from tests.support.harness.waiting import wait_for
 
@@ -212,7 +212,10 @@ def test_a_batch_jobs_pod_no_mpijob_owns_is_never_touched(stack, k):
             "backoffLimit": 0,
             "template": {
                 "metadata": {"labels": labels, "annotations": {"sim.podsweeper.dev/run-for": "1s"}},
-                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "c"}]},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "c", "env": secret_env()}],
+                },
             },
         },
     }

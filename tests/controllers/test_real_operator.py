@@ -34,6 +34,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.fixtures.builders import secret_env
 from tests.support import figures
 from tests.support.harness.waiting import wait_for
 from tests.support.stack.users import FOREVER, KINDS, condition, running
@@ -83,7 +84,11 @@ def replica(kind: str, count: int, sim: dict, *, policy: str = "OnFailure", gpus
         "restartPolicy": policy,
         "template": {
             "metadata": {"annotations": {f"sim.podsweeper.dev/{k}": v for k, v in sim.items()}},
-            "spec": {"containers": [{"name": KINDS[kind][2], "image": "sim", "resources": resources}]},
+            "spec": {
+                "containers": [
+                    {"name": KINDS[kind][2], "image": "sim", "env": secret_env(), "resources": resources}
+                ]
+            },
         },
     }
 

@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from tests.fixtures.builders import secret_env
 from tests.fixtures.trainer import trainjob
 from tests.support.harness.waiting import wait_for
 from tests.support.world.trainjobs import ANCESTOR, JOBSET, TRAINER, Cluster, controller_of
@@ -249,7 +250,11 @@ def ping(function) -> dict:
 def _pod_template(sim: dict) -> dict:
     return {
         "metadata": {"annotations": {f"sim.podsweeper.dev/{k}": v for k, v in sim.items()}},
-        "spec": {"containers": [{"name": "c", "image": "sim", "resources": {"requests": {"cpu": "100m"}}}]},
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "sim", "env": secret_env(), "resources": {"requests": {"cpu": "100m"}}}
+            ]
+        },
     }
 
 
@@ -292,7 +297,10 @@ def real(receive_adapter):
     from tests.support.world.launcher import World
 
     started = time.monotonic()
-    with ControlPlane(log=sys.stderr) as cp, World(cp, trainer=True, log=sys.stderr) as world:
+    # Five nodes of 8 GPUs: ten TrainJobs of 2 nodes of 1 GPU, and a JobSet made again while the
+    # last one's pods still go, may ask for more than the default 3 nodes' 24 GPUs at once when
+    # the scenarios' timings fall together on a busy machine: then a pod waits for a GPU.
+    with ControlPlane(log=sys.stderr) as cp, World(cp, trainer=True, nodes=5, log=sys.stderr) as world:
         api = cp.api_client("admin")
         timeline = Timeline(api).start()
         stack = Stack(cp, list(NS.values()), world=world, watch_namespaces=[OUTSIDE], function_env=MAIN_ENV)
@@ -526,7 +534,15 @@ def test_c_orphan_job_blocking_the_new_jobset_is_deleted(scenes, record_property
         ]
         return (jobs[0], pods) if len(jobs) == 1 and len(pods) == 2 and all(map(running, pods)) else None
 
-    job, pods = wait_for("the new JobSet's Job and its 2 pods Running", new_job_running, 120, 0.1)
+    try:
+        job, pods = wait_for("the new JobSet's Job and its 2 pods Running", new_job_running, 120, 0.1)
+    except pytest.fail.Exception:
+        # What kept it (a CI run with three test files at once met this once): each live pod's
+        # phase and node, and the Jobs.
+        say(f"{ns} Jobs: {[(j.name, j.uid) for j in t.live(ns, 'Job')]}")
+        for p in t.live(ns, "Pod"):
+            say(f"{ns} pod {p.name}: {p.obj['status'].get('phase')} on {p.obj['spec'].get('nodeName')}")
+        raise
     (old,) = [j for j in t.of(ns, "Job") if j.uid == old_job]
     assert old.deleted is not None
     old_pods = set(scenes.uids["orphan-job/pods"].split(","))

@@ -40,6 +40,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.fixtures.builders import secret_env
 from tests.support.harness.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,7 +79,12 @@ def job(name: str, worker_node: str, master_node: str, workers: int) -> dict:
                     "nodeSelector": {"kubernetes.io/hostname": node},
                     "terminationGracePeriodSeconds": GRACE,
                     "containers": [
-                        {"name": "pytorch", "image": "sim", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+                        {
+                            "name": "pytorch",
+                            "image": "sim",
+                            "env": secret_env(),
+                            "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                        }
                     ],
                 },
             },

@@ -1,18 +1,54 @@
-"""The check at the end of a test run: no served function of the run logged a pod's env value.
+"""The check at the end of a test run: nothing the run's functions wrote shows a pod's env
+value, and a container's log text shows only in evidence stores that may hold it.
 
-Every pod the builders make carries tests.fixtures.builders.SECRET in its env; every served
-function's log (tests/support/harness/served.py, ALL_LOGS, gathered from every test worker)
-is read once the last test has run, so the check covers the controllers and delivery rungs
-too, whatever order the files ran in (tests/conftest.py calls it from pytest_sessionfinish).
+Every pod the builders and the test worlds make carries tests.fixtures.builders.SECRET in its
+env, and every container log the real worlds' kwok serves starts with LOG_SECRET. What is
+read once the last test has run (tests/conftest.py calls `check` from pytest_sessionfinish,
+with what every test worker gathered, so every rung is covered whatever order files ran in):
+
+* every served function's log (tests/support/harness/served.py, ALL_LOGS): neither value;
+* every output a stack or a CloudEvents sink kept as it stopped (`keep`, OUTPUTS): the
+  Kubernetes Events and evidence ConfigMaps of the stack's namespaces, the CloudEvents a sink
+  received. No env value anywhere; the log line only in an evidence store, and only where the
+  namespace's log settings allow it (PODSWEEPER_EVIDENCE_LOG_LINES, _LOGS_EXCLUDE_NAMESPACES,
+  the Namespace's podsweeper.dev/evidence-logs: off).
 """
 
 from __future__ import annotations
 
 import json
+import tempfile
+import threading
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
-from tests.fixtures.builders import SECRET
+from tests.fixtures.builders import LOG_SECRET, SECRET
+
+
+class Output(StrEnum):
+    EVENT = "Event"
+    EVIDENCE = "evidence ConfigMap"
+    CLOUDEVENT = "CloudEvent"
+
+
+# This process's kept outputs: one JSON-lines file per stack or sink that kept some.
+OUTPUTS: list[Path] = []
+_lock = threading.Lock()
+_directory: list[Path] = []
+
+
+def keep(records: list[dict]) -> None:
+    """Keep what a stack or sink saw for the end-of-run check: each record {"kind": Output,
+    "where": text, "text": text, "logs_allowed": bool}."""
+    if not records:
+        return
+    with _lock:
+        if not _directory:
+            _directory.append(Path(tempfile.mkdtemp(prefix="podsweeper-outputs-")))
+        path = _directory[0] / f"{len(OUTPUTS):05d}.jsonl"
+        path.write_text("".join(json.dumps(record) + "\n" for record in records))
+        OUTPUTS.append(path)
 
 
 @dataclass
@@ -20,6 +56,8 @@ class Checked:
     logs: int = 0
     lines: int = 0
     decisions: int = 0
+    outputs: dict[str, int] = field(default_factory=dict)  # by Output
+    evidence_with_log_text: int = 0
     problems: list[str] = field(default_factory=list)
 
 
@@ -36,11 +74,12 @@ def decision_lines(text: str) -> int:
     return count
 
 
-def check(paths: list[Path], *, required: bool) -> Checked:
-    """Read every log; a secret found, or a log gone before the check, is a problem. `required`
-    (the whole run, `make test`): no log, or no decision line in any, is one too: the check
-    would have proven nothing."""
-    checked = Checked()
+def check(paths: list[Path], *, required: bool, outputs: list[Path] | None = None) -> Checked:
+    """Read every log and every kept output; an env value, log text where it may not be, or a
+    log gone before the check is a problem. `required` (the whole run, `make test`): a check
+    that saw no decision line, no output of a kind, or no evidence store holding log text is
+    one too: it would have proven nothing."""
+    checked = Checked(outputs={kind.value: 0 for kind in Output})
     for path in dict.fromkeys(paths):
         if not path.exists():
             checked.problems.append(f"{path}: a served function's log gone before it was checked")
@@ -51,9 +90,36 @@ def check(paths: list[Path], *, required: bool) -> Checked:
         checked.decisions += decision_lines(text)
         if SECRET in text:
             checked.problems.append(f"{path}: shows a pod's env value")
-    if required and not checked.decisions:
-        checked.problems.append(
-            f"{checked.logs} served function log(s), {checked.lines} lines and not one decision line: "
-            "the secrets check proved nothing"
-        )
+        if LOG_SECRET in text:
+            checked.problems.append(f"{path}: shows a container's log text")
+    for path in dict.fromkeys(outputs or []):
+        for line in path.read_text().splitlines():
+            _check_output(json.loads(line), checked)
+    if required:
+        if not checked.decisions:
+            checked.problems.append(
+                f"{checked.logs} served function log(s), {checked.lines} lines and not one decision line: "
+                "the secrets check proved nothing"
+            )
+        for kind, count in checked.outputs.items():
+            if not count:
+                checked.problems.append(
+                    f"no {kind} was kept to check: the secrets check proved nothing of them"
+                )
+        if not checked.evidence_with_log_text:
+            checked.problems.append(
+                "no evidence store held a container's log text: the log check proved nothing"
+            )
     return checked
+
+
+def _check_output(record: dict, checked: Checked) -> None:
+    kind, where, text = record["kind"], record["where"], record["text"]
+    checked.outputs[kind] = checked.outputs.get(kind, 0) + 1
+    if SECRET in text:
+        checked.problems.append(f"{kind} {where}: shows a pod's env value")
+    if LOG_SECRET in text:
+        if kind == Output.EVIDENCE and record["logs_allowed"]:
+            checked.evidence_with_log_text += 1
+        else:
+            checked.problems.append(f"{kind} {where}: shows a container's log text where it may not")

@@ -460,6 +460,7 @@ class Stack:
         for kubelet in self.kubelets:
             kubelet.stop()
         self.kubelets.clear()
+        self._keep_outputs()
         if self.world is not None and self._own_world:
             self.world.stop()
             self.world = None
@@ -467,11 +468,61 @@ class Stack:
             self.admin_api.close()
             self.admin_api = None
 
+    def _keep_outputs(self) -> None:
+        """The Events and evidence stores of this stack's namespaces, kept for the end-of-run
+        secrets check (tests/support/leaks.py) once its functions have stopped writing. A
+        control plane already gone (a test that killed it) leaves nothing to keep."""
+        from kubernetes import client
+
+        from tests.support import leaks
+
+        if self.admin_api is None or not self.functions:
+            return
+        core = client.CoreV1Api(self.admin_api)
+        # What the function was served with, over the defaults of podsweeper.config.
+        env = {
+            "PODSWEEPER_EVIDENCE_LOG_LINES": "20",
+            "PODSWEEPER_EVIDENCE_LOGS_EXCLUDE_NAMESPACES": "",
+            **self.functions[0].environment(),
+        }
+        excluded = {n.strip() for n in env["PODSWEEPER_EVIDENCE_LOGS_EXCLUDE_NAMESPACES"].split(",")}
+        records: list[dict] = []
+        try:
+            for namespace in self.namespaces:
+                annotations = core.read_namespace(namespace).metadata.annotations or {}
+                logs_allowed = (
+                    env["PODSWEEPER_EVIDENCE_LOG_LINES"] != "0"
+                    and namespace not in excluded
+                    and annotations.get("podsweeper.dev/evidence-logs") != "off"
+                )
+                for event in core.list_namespaced_event(namespace).items:
+                    records.append(
+                        {
+                            "kind": leaks.Output.EVENT,
+                            "where": f"{namespace}/{event.reason}",
+                            "text": f"{event.reason} {event.message or ''}",
+                            "logs_allowed": False,
+                        }
+                    )
+                for store in core.list_namespaced_config_map(namespace).items:
+                    if store.metadata.name.startswith("podsweeper-evidence-"):
+                        records.append(
+                            {
+                                "kind": leaks.Output.EVIDENCE,
+                                "where": f"{namespace}/{store.metadata.name}",
+                                "text": json.dumps(store.data or {}),
+                                "logs_allowed": logs_allowed,
+                            }
+                        )
+        except Exception as error:  # noqa: BLE001 - a stopped or killed control plane: nothing to keep
+            print(f"stack: outputs not kept for the secrets check: {error}", file=self.log, flush=True)
+            return
+        leaks.keep(records)
+
     def cleanup(self) -> None:
         """Remove the logs (kept by default: a failing test points at them)."""
-        from tests.fixtures.builders import SECRET
         from tests.support.harness.served import retire_log
 
         for function in self.functions:
-            retire_log(function.log_path, SECRET)
+            retire_log(function.log_path)
         shutil.rmtree(self.workdir, ignore_errors=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 
+from tests.fixtures.builders import secret_env
 from tests.support.harness.waiting import wait_for
 
 GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "pytorchjobs"
@@ -32,7 +33,12 @@ def replica(count: int, sim: dict[str, str], *, policy: str = "OnFailure", kind:
             "metadata": {"annotations": {f"sim.podsweeper.dev/{k}": v for k, v in sim.items()}},
             "spec": {
                 "containers": [
-                    {"name": KINDS[kind][2], "image": "sim", "resources": {"requests": {"cpu": "100m"}}}
+                    {
+                        "name": KINDS[kind][2],
+                        "image": "sim",
+                        "env": secret_env(),
+                        "resources": {"requests": {"cpu": "100m"}},
+                    }
                 ]
             },
         },

@@ -36,6 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.fixtures.builders import LOG_SECRET
 from tests.support.controlplane.launcher import ControlPlane, Kube
 from tests.support.controlplane.manifests import go_module_dir, load_yaml
 from tests.support.harness.ports import free_port
@@ -63,7 +64,9 @@ KCM_CONTROLLERS = (
 # What `kubectl logs` shows for every simulated container (CRI log format, as kwok reads it).
 CONTAINER_LOG = "".join(
     f"2026-01-01T00:00:0{i}.000000000Z stdout F {line}\n"
-    for i, line in enumerate(["simulated by kwok (tests/support/world)", "epoch 1/1: loss 0.42", "done"])
+    for i, line in enumerate(
+        [f"simulated by kwok (tests/support/world) {LOG_SECRET}", "epoch 1/1: loss 0.42", "done"]
+    )
 )
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import time
 
+from tests.fixtures.builders import secret_env
 from tests.support.controlplane import manifests
 from tests.support.controlplane.versions import VOLCANO_MODULE, VOLCANO_VERSION
 
@@ -123,7 +124,12 @@ def gpu_job(name: str, workers: int, run_for: str = "1h") -> dict:
         },
         "spec": {
             "containers": [
-                {"name": "pytorch", "image": "sim", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+                {
+                    "name": "pytorch",
+                    "image": "sim",
+                    "env": secret_env(),
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                }
             ]
         },
     }
