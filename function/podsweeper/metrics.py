@@ -15,6 +15,10 @@ HANDLING = Histogram(
     "Time to handle one event",
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
+IN_FLIGHT = Gauge(
+    "podsweeper_events_in_flight",
+    "CloudEvents being handled right now: near the server's threads, events wait for one",
+)
 RECLAIMED_GPU_SECONDS = Counter(
     "podsweeper_reclaimed_gpu_seconds_total",
     "GPU-seconds held by each pod podsweeper deleted (or whose job it suspended), from its job "

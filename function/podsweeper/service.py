@@ -132,6 +132,7 @@ class Service:
     def handle(self, attributes: Mapping[str, Any], data: bytes | None) -> Outcome:
         """Handle one CloudEvent (its attributes and its data as sent) within the time bound."""
         started = time.monotonic()
+        metrics.IN_FLIGHT.inc()
         # Only the accepted types label the metric: any other string an event may carry
         # would add a time series for good (unbounded memory, a Prometheus cardinality bomb).
         event_type = attributes.get("type")
@@ -155,6 +156,7 @@ class Service:
         finally:
             metrics.event_counter(label, outcome_label).inc()
             metrics.HANDLING.observe(time.monotonic() - started)
+            metrics.IN_FLIGHT.dec()  # last: once it drops, the event's log lines are written
 
     def _sweep(self, intake: Intake, deadline: float) -> Outcome:
         """A sweep, if the gate lets one start now; else the answer says why not (2xx: the

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -224,8 +225,24 @@ class Served(Process):
     def log(self) -> str:
         return self.text()
 
-    def decisions(self) -> list[dict]:
-        """The decision lines logged so far (one JSON object each)."""
+    def in_flight(self) -> float | None:
+        """Events it is handling right now (podsweeper_events_in_flight); None if it does not
+        answer (stopped, killed, or busy past a second)."""
+        try:
+            text = requests.get(f"{self.url}/metrics", timeout=1).text
+        except requests.RequestException:
+            return None
+        found = re.search(r"^podsweeper_events_in_flight (\S+)$", text, re.M)
+        return float(found[1]) if found else None
+
+    def decisions(self, settle: float = 10.0) -> list[dict]:
+        """The decision lines logged so far (one JSON object each), once no event is in flight
+        (up to `settle` seconds): the function logs a decision after its DELETE has answered,
+        so an effect a test has just seen (a pod gone) has its line only once the event that
+        made it is done. A function that does not answer is read as its log stands."""
+        deadline = time.monotonic() + settle
+        while time.monotonic() < deadline and self.in_flight() not in (0.0, None):
+            time.sleep(0.02)
         found = []
         for line in self.log().splitlines():
             if line.startswith("{"):

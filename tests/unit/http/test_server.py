@@ -192,6 +192,8 @@ def test_healthz_and_metrics(edge):
         metrics.text
     )
     assert "podsweeper_event_handling_seconds_bucket" in metrics.text
+    # Every event handled is done: none in flight (the tests' settled decisions() wait on it).
+    assert "podsweeper_events_in_flight 0.0" in metrics.text
 
 
 @pytest.mark.parametrize("method", ["GET", "PUT", "DELETE", "PATCH"])
