@@ -275,7 +275,7 @@ def test_instances_one_killed_each_pod_deleted_once_each_warning_once(audited_st
     stack.stop_ping()
     stack.stop_adapter()
     for function in stack.functions:
-        function.wait_idle()
+        function.wait_settled()
     written = _warning_writes(stack)
     twice = {key: count for key, count in written.items() if count > 1}
     answers = stack.spread.by_status()

@@ -149,8 +149,8 @@ def test_adapter_restarted_with_10000_pods_in_scope_sends_nothing_for_them(audit
     stack = audited_stack(also=[crowd_namespace.namespace])
     user = User(stack)
     kept, master, workers = job_and_bystander(user, "late", WORKERS)
-    stack.function.wait_idle()
     stack.stop_adapter()
+    stack.function.wait_settled()  # what the adapter sent before it stopped is handled
     finish(user, "late")
     user.wait_condition("late", "Succeeded")
     time.sleep(2.0)  # the operator's last status writes land before the adapter starts again

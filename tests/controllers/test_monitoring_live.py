@@ -86,7 +86,7 @@ def test_seed_experiment_2_on_the_dashboard(make_stack, admin_api, core, namespa
             core, namespace, uids(out.pods, *workers), out.terminal_write, timeout=EVENTUALLY
         )
         assert removal.all_gone, f"workers left: {removal.remaining()}\n" + "\n".join(play.log)
-        stack.function.wait_idle()
+        stack.function.wait_settled()  # the deletes' event is done: its counters are counted
         finished_to_gone = time.monotonic() - out.terminal_write
 
         selector = f'{{namespace="{namespace}",rule="{RULE}"}}'

@@ -239,7 +239,7 @@ def test_sweep_tick_removes_what_no_event_reports(make_stack, timings):
     stack.wait_sweep(after)
     stack.wait_sweep(time.time())
     stack.stop_ping()  # no more ticks: the counts below hold still
-    stack.function.wait_idle()
+    stack.function.wait_settled()
 
     delivered = {send["id"]: send for send in stack.ping.delivered(ticks_from)}
     assert not stack.ping.failed_sends(), stack.ping.failed_sends()

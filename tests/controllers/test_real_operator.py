@@ -401,8 +401,7 @@ def test_b_experiment_1_operator_cleans_up_podsweeper_deletes_nothing(real, reco
     wait_for("every Service deleted by the operator", lambda: not k.services(ns), 30)
     # Past the operator grace, the backstop sweep finds nothing either.
     time.sleep(max(0.0, parse_time(done["lastTransitionTime"]) + OPERATOR_GRACE + 1 - time.time()))
-    ping(stack)
-    stack.function.wait_idle()
+    ping(stack)  # answered once the sweep is done; deleted() reads once no event is in flight
     assert not deleted(stack, ns), f"podsweeper deleted {deleted(stack, ns)}"
     assert not k.services(ns), f"Services left: {k.services(ns)}"
     # Nothing decided a delete at all: the pods went by the operator's hand (the job still
@@ -440,8 +439,7 @@ def test_c_clean_pod_policy_running_left_to_the_operator(real):
     assert not deleted(stack, ns), "podsweeper raced the operator inside its grace"
     wait_for("worker Services deleted", lambda: k.services(ns) == ["running-master-0"], 30)
     time.sleep(max(0.0, parse_time(done["lastTransitionTime"]) + OPERATOR_GRACE + 1 - time.time()))
-    ping(stack)
-    stack.function.wait_idle()
+    ping(stack)  # answered once the sweep is done; deleted() reads once no event is in flight
     assert not deleted(stack, ns)
     pods = k.pods(ns)
     assert set(pods) == {"running-master-0"} and pods["running-master-0"]["status"]["phase"] == "Succeeded"
@@ -493,8 +491,8 @@ def test_d_orphans_deleted_and_the_recreated_job_starts_its_own_pods(real, recor
     record_property("orphans_gone_after_delete_s", round(took, 3))
     assert k.job(ns, "orphaned") is None
     # The decision lines are written after the pass's deletes: the pods can be gone a moment
-    # before the log says who deleted them (seen in CI under load), so wait for the lines.
-    stack.function.wait_idle()
+    # before the log says who deleted them (seen in CI under load); deleted() reads the log once
+    # no event is in flight.
     by_rule = {d["uid"]: d["rule"] for d in deleted(stack, ns).values()}
     assert by_rule == {u: "orphan" for u in old}, by_rule
     say(f"orphan: {len(old)} orphans deleted {took * 1000:.0f} ms after the Orphan delete")
@@ -517,7 +515,7 @@ def test_d_orphans_deleted_and_the_recreated_job_starts_its_own_pods(real, recor
     bg = _running_job(k, ns, "collected")
     k.delete_job(ns, "collected", "Background")
     wait_for("the GC deleting the pods", lambda: not k.pods(ns, "collected"), 30, 0.05)
-    stack.function.wait_idle()
+    stack.function.wait_settled()  # the events of the deletes seen so far are done
     assert server_errors(stack) == errors_before, stack.function.tail()
     assert "Kubernetes API unavailable" not in stack.function.log()
     assert "unexpected error" not in stack.function.log()
@@ -559,9 +557,21 @@ def test_e_crash_loop_warning_follows_restarts(real):
             ),
             60,
         )
-        # The workers crash-loop on (each changes every second or so): a quiet half second may
-        # never come (CI saw 15 s without one), a quarter second between events does.
-        stack.function.wait_idle(quiet=0.25, timeout=45)
+        # The workers crash-loop on (each changes every second or so): wait for what is judged,
+        # a warning about each worker updated at least once, and for the event writing it to end.
+        wait_for(
+            "a CrashLoopWithoutLimit warning about each worker, updated once",
+            lambda: (
+                {
+                    e["message"].split(":", 1)[0]
+                    for e in k.events(ns, "CrashLoopWithoutLimit")
+                    if e["involvedObject"].get("uid") == job["metadata"]["uid"] and e["count"] >= 2
+                }
+                == {"Pod loop-worker-0", "Pod loop-worker-1"}
+            ),
+            45,
+        )
+        stack.function.wait_settled()
     finally:
         history.stop()
     warnings = [

@@ -424,7 +424,7 @@ def test_6_backstop_sweep_with_the_adapter_down(make_stack, timings):
     workers = [f"unwatched-worker-{i}" for i in range(3)]
     pods = user.wait_made("unwatched", [master, *workers])
     stack.stop_adapter()
-    stack.function.wait_idle()  # what the adapter sent before it stopped is handled
+    stack.function.wait_settled()  # what the adapter sent before it stopped is handled
     assert user.job("unwatched") and not condition(user.job("unwatched"), "Succeeded"), "too late: job done"
     _, finished = user.wait_condition("unwatched", "Succeeded")
     time.sleep(SETTLE)

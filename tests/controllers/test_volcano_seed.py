@@ -130,7 +130,6 @@ def test_podsweeper_removes_the_crash_looping_workers_volcano_then_runs_the_next
     say(f"workers gone {gone:.2f} s after Succeeded was seen; next gang job Running after {runs:.1f} s")
 
     # podsweeper deleted the three workers, nothing else; the master stays.
-    s.function.wait_idle()
     decisions = [d for d in s.function.decisions() if d.get("namespace") == NS]
     deleted = {d["uid"]: d for d in decisions if d.get("result") == "deleted"}
     assert set(deleted) == set(workers), deleted

@@ -235,6 +235,16 @@ class Served(Process):
         found = re.search(r"^podsweeper_events_in_flight (\S+)$", text, re.M)
         return float(found[1]) if found else None
 
+    def wait_settled(self, timeout: float = 15.0) -> None:
+        """Return once no event is in flight: the condition, not a quiet spell. Exact once the
+        senders are stopped (the adapter, mtping): nothing more can arrive, and every event
+        they sent is then handled, its lines logged and its counters counted."""
+        deadline = time.monotonic() + timeout
+        while (count := self.in_flight()) != 0.0:
+            if time.monotonic() > deadline:
+                raise ServedError(f"{count} event(s) still in flight after {timeout:.0f}s\n{self.tail()}")
+            time.sleep(0.02)
+
     def decisions(self, settle: float = 10.0) -> list[dict]:
         """The decision lines logged so far (one JSON object each), once no event is in flight
         (up to `settle` seconds): the function logs a decision after its DELETE has answered,
