@@ -236,7 +236,10 @@ def _warning_writes(stack: Stack) -> Counter:
     return found
 
 
-@pytest.mark.parametrize("instances", [2, 3])
+# Three, not two: with the warning's resourceVersion precondition dropped by hand this failed
+# for three instances (58 writes for 55 restart counts) and passed for two, whose events for
+# one pod rarely overlap; a case that cannot fail on the regression it names is weight only.
+@pytest.mark.parametrize("instances", [3])
 def test_instances_one_killed_each_pod_deleted_once_each_warning_once(audited_stack, instances):
     """`instances` function instances behind one front, as a Service spreads a Deployment's pods:
     the adapter's events and the ticks go round-robin. A finished job's workers and three

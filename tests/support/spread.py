@@ -4,7 +4,9 @@ turn. An instance that refuses the connection (killed, not yet restarted) is ans
 as a Service's dead endpoint fails a client; the sender (the adapter, mtping) retries.
 
 Every answer relayed is counted by status, so a test can say which 5xx came from the
-function (503: the API was unavailable) and which from an instance being gone (502).
+function (503: the API was unavailable) and which from an instance being gone (502); and every
+CloudEvent answered 2xx by its subject, so a test can say which objects' events all reached a
+function.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class Spread:
         self.upstreams = [urlsplit(u) for u in upstreams]
         self.timeout = timeout
         self.answers: Counter[tuple[int, int]] = Counter()  # (instance index, status) -> count
+        self.handled: Counter[str] = Counter()  # ce-subject -> CloudEvents a function answered 2xx
         self._turn = itertools.count()
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -70,6 +73,11 @@ class Spread:
                 found[status] += count
             return found
 
+    def answered_subjects(self) -> set[str]:
+        """The subjects of every CloudEvent a function answered 2xx so far."""
+        with self._lock:
+            return set(self.handled)
+
     def _relay(self, request: BaseHTTPRequestHandler) -> None:
         index = next(self._turn) % len(self.upstreams)
         target = self.upstreams[index]
@@ -86,8 +94,11 @@ class Spread:
                 connection.close()
         except OSError as error:
             status, reply, kind = REFUSED, f"instance {index} unreachable: {error}".encode(), "text/plain"
+        subject = request.headers.get("ce-subject")
         with self._lock:
             self.answers[(index, status)] += 1
+            if subject and 200 <= status < 300:
+                self.handled[subject] += 1
         try:
             request.send_response(status)
             request.send_header("Content-Type", kind)
