@@ -102,10 +102,12 @@ class BuildError(RuntimeError):
 
 def ensure_built(binary: GoBinary, log=sys.stderr, prepare: Callable[[], object] | None = None) -> Path:
     """Return the cached binary, building it first if it is not there yet (`prepare` first, under
-    the same lock: one Go build at a time on the machine, tests.support.harness.locks)."""
+    the same lock: one build at a time in a module directory, tests.support.harness.locks, as
+    `-mod=mod` may extend its go.sum; builds in other modules go on at once, so a test waiting
+    for a small tool never waits for another module's minutes-long build)."""
     if binary.path.exists():
         return binary.path
-    with locks.held("go-build", log):
+    with locks.held(f"go-build-{binary.module_dir.name}", log):
         if binary.path.exists():  # another process built it while this one waited
             return binary.path
         if prepare is not None:

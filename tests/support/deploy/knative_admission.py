@@ -37,7 +37,7 @@ def ensure_built() -> Path:
     path = binary_path()
     if path.exists():
         return path
-    with locks.held("go-build"):
+    with locks.held("go-build-knativevalidate"):
         if path.exists():  # another process built it while this one waited
             return path
         return _build(path)

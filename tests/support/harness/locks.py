@@ -28,7 +28,7 @@ def _directory() -> Path:
 
 @contextmanager
 def held(name: str, log=sys.stderr) -> Iterator[None]:
-    """Hold the machine-wide lock `name` ("go-build", "apt", ...); says so when it waits."""
+    """Hold the machine-wide lock `name` ("go-build-<module>", "apt", ...); says so when it waits."""
     with open(_directory() / f"{name}.lock", "a") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

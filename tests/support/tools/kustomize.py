@@ -46,7 +46,7 @@ def go_install(
     The one home of how the tools here are built from their Go modules (kustomize, helm)."""
     if path.exists():
         return path
-    with locks.held("go-build"):
+    with locks.held(f"go-install-{path.name}"):
         if path.exists():  # another process built it while this one waited
             return path
         return _go_install(package, version, path, error, timeout)
