@@ -154,7 +154,7 @@ def test_killed_while_writing_the_evidence_store(audited_stack, audited_world):
         assert figures.within(
             "disruption: function killed writing evidence, s to the last named pod gone", gone, "<=", RECOVERY
         )
-        stack.function.wait_idle()
+        stack.function.wait_settled()
         after = records()
         keys = [_run(r) for r in after]
         assert len(keys) == len(set(keys)), f"a run recorded twice: {keys}"
@@ -190,7 +190,7 @@ def test_killed_while_suspending_a_job(audited_stack, audited_world):
         wait_for("job suspended", lambda: condition(user.job("loop"), "Suspended"), 30)
         wait_for("its pods removed by the operator", lambda: not user.pods("loop"), 30)
         time.sleep(3.0)  # crash loops would have re-suspended by now: a second Event would show
-        stack.function.wait_idle()
+        stack.function.wait_settled()
         events = json.loads(user.core.list_namespaced_event(user.namespace, _preload_content=False).data)[
             "items"
         ]

@@ -276,7 +276,7 @@ def _stage_an_expired_watch(
     """One staging of the fault for job `name` (see the test): (the finish was lost, the
     bystander's pods, the master, the workers)."""
     kept, master, workers = job_and_bystander(user, name, WORKERS, bystander=f"keep-{name}")
-    stack.function.wait_idle()
+    stack.function.wait_settled()
     adapter = stack.adapter
     reflector = _reflector(stack, "pytorchjobs", stack.namespace)
     listed = adapter.populated()[reflector]

@@ -132,7 +132,7 @@ def test_dry_run_shows_the_leftover_gpus(make_stack, admin_api, core, namespace,
         play = Play(admin_api, namespace, scale=SCALE)
         out = experiment_2(play, until=34)
         workers = workers_of(out.pods)
-        stack.function.wait_idle()
+        stack.function.wait_settled()
         response = stack.function.post(ping_event())
         assert response.status_code == 200, response.text
         expected = len(workers) * GPUS_PER_WORKER

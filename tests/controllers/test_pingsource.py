@@ -218,7 +218,7 @@ def test_sweep_tick_removes_what_no_event_reports(make_stack, timings):
     # The events alone: worker-0 goes, the legacy-labelled worker-1 stays.
     removal = observe.wait_gone(core, namespace, {pods[worker_0]["metadata"]["uid"]: worker_0}, finished)
     assert removal.all_gone, f"the job's event did not remove {worker_0}\n{stack.function.tail()}"
-    stack.function.wait_idle()
+    stack.function.wait_settled()
     time.sleep(SETTLE)
     assert observe.present(core, namespace, pods[legacy]["metadata"]["uid"]), (
         "no ApiServerSource event may reach the legacy-labelled worker"

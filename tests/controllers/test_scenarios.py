@@ -385,7 +385,7 @@ def test_4_pod_recreated_under_the_same_name_is_kept(make_stack, timings):
     new_pods = user.wait_running("resubmitted", 2)
     new_worker_uid = new_pods[worker]["metadata"]["uid"]
     assert new_worker_uid != stale_pod["metadata"]["uid"]
-    stack.function.wait_idle()
+    stack.function.wait_settled()
 
     # The stale events, exactly as the adapter sent them the first time.
     source = stack.admin_api.configuration.host

@@ -134,18 +134,6 @@ class FunctionServer(Served):
             found[match[1]] = found.get(match[1], 0.0) + float(match[2])
         return found
 
-    def wait_idle(self, quiet: float = 0.5, timeout: float = 15.0) -> None:
-        """Return once no event has been handled for `quiet` seconds (in-flight ones done)."""
-        deadline = time.monotonic() + timeout
-        last, since = self.events_handled(), time.monotonic()
-        while time.monotonic() - since < quiet:
-            if time.monotonic() > deadline:
-                raise StackError(f"the function was still busy after {timeout:.0f}s")
-            time.sleep(0.05)
-            current = self.events_handled()
-            if current != last:
-                last, since = current, time.monotonic()
-
 
 class Kubelet:
     """Finishes graceful deletions in one namespace the way a kubelet does once the
