@@ -16,6 +16,7 @@ with what every test worker gathered, so every rung is covered whatever order fi
 
 from __future__ import annotations
 
+import itertools
 import json
 import tempfile
 import threading
@@ -36,6 +37,7 @@ class Output(StrEnum):
 OUTPUTS: list[Path] = []
 _lock = threading.Lock()
 _directory: list[Path] = []
+_numbers = itertools.count()
 
 
 def keep(records: list[dict]) -> None:
@@ -46,7 +48,9 @@ def keep(records: list[dict]) -> None:
     with _lock:
         if not _directory:
             _directory.append(Path(tempfile.mkdtemp(prefix="podsweeper-outputs-")))
-        path = _directory[0] / f"{len(OUTPUTS):05d}.jsonl"
+        # Named by a count of its own, never by len(OUTPUTS): a test that swaps the list for one
+        # of its own must not write over a file the run's list still holds.
+        path = _directory[0] / f"{next(_numbers):05d}.jsonl"
         path.write_text("".join(json.dumps(record) + "\n" for record in records))
         OUTPUTS.append(path)
 

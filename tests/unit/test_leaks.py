@@ -17,6 +17,7 @@ DECISION = json.dumps({"msg": "decision", "action": "delete", "name": "w-0"})
 def own_outputs(monkeypatch):
     """What these tests keep on purpose (secrets included) stays out of the run's own check."""
     monkeypatch.setattr(leaks, "OUTPUTS", [])
+    monkeypatch.setattr(leaks, "_directory", [])
 
 
 def test_a_log_with_a_pods_env_value_is_a_problem(tmp_path):
@@ -100,3 +101,12 @@ def test_a_whole_run_must_have_checked_every_kind_of_output(tmp_path):
     assert any("no evidence ConfigMap was kept" in p for p in problems)
     assert any("no CloudEvent was kept" in p for p in problems)
     assert any("no evidence store held a container's log text" in p for p in problems)
+
+
+def test_a_swapped_list_never_writes_over_a_file_kept_before(tmp_path):
+    """The run's list and a test's own list share the directory: a kept file is never reused."""
+    leaks.keep([_record(leaks.Output.EVENT, "first")])
+    first = leaks.OUTPUTS[-1]
+    leaks.OUTPUTS.clear()  # as a test swapping the list in would
+    leaks.keep([_record(leaks.Output.EVENT, "second")])
+    assert leaks.OUTPUTS[-1] != first and "first" in first.read_text()

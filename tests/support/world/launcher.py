@@ -114,6 +114,7 @@ class World:
         self.webhook_port = 0
         self.timings: dict[str, float] = {}
         self._procs: list[Process] = []
+        self._netns: list = []  # tests.support.harness.netns.NetNamespace: a component's own network
         self._api: Kube | None = None
 
     def __enter__(self) -> World:
@@ -178,6 +179,9 @@ class World:
         for proc in reversed(self._procs):
             proc.stop()
         self._procs.clear()
+        for netns in self._netns:
+            netns.close()
+        self._netns.clear()
         if self._api is not None:
             self._api.close()
             self._api = None

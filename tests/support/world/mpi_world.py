@@ -19,20 +19,24 @@ The two operators cannot both serve `mpijobs.kubeflow.org`, so in this profile:
   process would wait out its 15 s.
 
 Its health server binds the fixed `:8080` (server.go `healthCheckPort`, not a flag) and exits
-when that fails. Knative's receive adapter binds the same port but ignores a failure, so the
-world must start before any adapter; `start` waits for the port to be free first.
+when that fails; Knative's receive adapter and mtping bind the same port (ignoring a failure),
+and `make test` runs several test files at once. So the operator runs in a network namespace
+of its own (tests/support/harness/netns.py) whose loopback reaches the control plane's port
+only: its :8080 is its own.
 """
 
 from __future__ import annotations
 
 import os
-import socket
-import time
 from pathlib import Path
+from urllib.parse import urlsplit
+
+from tests.support.harness.netns import NetNamespace
 
 # The training operator's kinds, as its --enable-scheme takes them: all of them but MPIJob.
 OPERATOR_SCHEMES = ("pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob")
-HEALTH_PORT = 8080  # hard-coded in cmd/mpi-operator/app/server.go
+HEALTH_PORT = 8080  # hard-coded in cmd/mpi-operator/app/server.go: inside its own namespace
+OPERATOR_ADDRESS = "10.255.1.1"  # its loopback address in that namespace (not routed anywhere)
 LEASE = "mpi-operator"  # the lease's name (controllerName)
 MPIJOBS = "/apis/kubeflow.org/v2beta1/mpijobs"
 
@@ -40,18 +44,6 @@ MPIJOBS = "/apis/kubeflow.org/v2beta1/mpijobs"
 def operator_args() -> list[str]:
     """The training operator's flags for this profile: every kind but MPIJob."""
     return [f"--enable-scheme={scheme}" for scheme in OPERATOR_SCHEMES]
-
-
-def _port_free(port: int) -> bool:
-    """Whether a listener could bind `:port` now, as Go's net/http does (SO_REUSEADDR set; a
-    wildcard IPv4 bind also fails when a dual-stack [::] listener holds the port)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("0.0.0.0", port))
-        except OSError:
-            return False
-    return True
 
 
 class MpiPhase:
@@ -74,11 +66,16 @@ class MpiPhase:
             f"/apis/coordination.k8s.io/v1/namespaces/{self.lock_namespace}/leases/{LEASE}",
             ok=(200, 404),
         )
-        world._wait(f"port {HEALTH_PORT} free (the mpi-operator's fixed health port)", _free_8080, 60)
+        netns = NetNamespace("mpi-operator", OPERATOR_ADDRESS, world.workdir, error=RuntimeError)
+        world._netns.append(netns)
+        netns.forward_out(urlsplit(world.control_plane.url).port)  # the kubeconfig's server
         env = {k: v for k, v in os.environ.items() if k not in ("KUBEFLOW_NAMESPACE", "KUBECONFIG")}
         proc = world._spawn(
             "mpi-operator",
             [
+                "nsenter",
+                f"--net={netns.path}",
+                "--",
                 str(binary),
                 f"--kubeConfig={kubeconfig}",
                 "--monitoring-port=0",
@@ -91,10 +88,3 @@ class MpiPhase:
             "mpi-operator: leading, workers started",
             lambda: "Started workers" in proc.text(),
         )
-
-
-def _free_8080() -> bool:
-    if _port_free(HEALTH_PORT):
-        return True
-    time.sleep(0.5)
-    return False
