@@ -156,10 +156,10 @@ def pytest_testnodedown(node, error):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """A worker hands its figures and logs on; the run itself (the controller, or a run without
-    workers) checks every served function's log once the last test has run, and fails the run
-    on a pod's env value in any (PODSWEEPER_LEAKS_REQUIRED=1, set by `make test`: or when the
-    run served nothing to check)."""
+    """A worker hands its figures, logs and kept outputs on; the run itself (the controller, or
+    a run without workers) checks them all once the last test has run (tests/support/leaks.py)
+    and fails on any problem found; under PODSWEEPER_LEAKS_REQUIRED=1 (`make test`) also when
+    there was nothing of a kind to check."""
     from tests.support import figures, leaks
     from tests.support.harness.served import ALL_LOGS
 

@@ -239,10 +239,18 @@ class Served(Process):
         """Return once no event is in flight: the condition, not a quiet spell. Exact once the
         senders are stopped (the adapter, mtping): nothing more can arrive, and every event
         they sent is then handled, its lines logged and its counters counted."""
+        count = self._settled(timeout, gone_is_settled=False)
+        if count != 0.0:
+            raise ServedError(f"{count} event(s) still in flight after {timeout:.0f}s\n{self.tail()}")
+
+    def _settled(self, timeout: float, *, gone_is_settled: bool) -> float | None:
+        """Poll podsweeper_events_in_flight until it reads 0 (or None, a function that does not
+        answer, when `gone_is_settled`) or `timeout` passes; the last reading."""
         deadline = time.monotonic() + timeout
-        while (count := self.in_flight()) != 0.0:
-            if time.monotonic() > deadline:
-                raise ServedError(f"{count} event(s) still in flight after {timeout:.0f}s\n{self.tail()}")
+        while True:
+            count = self.in_flight()
+            if count == 0.0 or (count is None and gone_is_settled) or time.monotonic() > deadline:
+                return count
             time.sleep(0.02)
 
     def decisions(self, settle: float = 10.0) -> list[dict]:
@@ -250,9 +258,7 @@ class Served(Process):
         (up to `settle` seconds): the function logs a decision after its DELETE has answered,
         so an effect a test has just seen (a pod gone) has its line only once the event that
         made it is done. A function that does not answer is read as its log stands."""
-        deadline = time.monotonic() + settle
-        while time.monotonic() < deadline and self.in_flight() not in (0.0, None):
-            time.sleep(0.02)
+        self._settled(settle, gone_is_settled=True)
         found = []
         for line in self.log().splitlines():
             if line.startswith("{"):
