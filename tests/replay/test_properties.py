@@ -967,6 +967,7 @@ V2_CASES = (
         "TrainJob managedBy another controller",
         "TrainJob re-created with another uid",
         "TrainJob re-created after a finished one of its name",
+        "JobSet made again for a running TrainJob named after a finished one",
         "v2: JobSet or Job of a TrainJob the stream never shows",
         "JobSet controlled by its TrainJob",
         "JobSet controlled by its TrainJob, without the mark",
@@ -1458,6 +1459,10 @@ def v2_event_cases(e: WorldEvent, world: World, history: dict) -> set[str]:
                 )
                 if finished_at is not None and spec.created is not None and spec.created > finished_at:
                     cases.add("JobSet created after its TrainJob finished")
+                earlier = history["uids"].get((spec.namespace, spec.name), [])[:-1]
+                again = (spec.created - job.created).total_seconds() >= 2 if spec.created else False
+                if finished_at is None and again and any(uid in history["finished"] for uid in earlier):
+                    cases.add("JobSet made again for a running TrainJob named after a finished one")
             elif (spec.namespace, spec.name) in world.trainjobs_gone:
                 cases.add("JobSet still controlled by a deleted TrainJob")
             if set(spec.failure_actions) & {
