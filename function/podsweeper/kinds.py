@@ -31,7 +31,9 @@ class IntermediateKind:
     group: str
     version: str
     plural: str
-    finished_conditions: tuple[str, str]  # the condition types that say it finished: (success, failure)
+    # The condition types that say it finished: (success, failure); () for a kind that never
+    # finishes (a PodGroup: its phase follows its pods).
+    finished_conditions: tuple[str, str] | tuple[()]
 
     @property
     def api_version(self) -> str:
@@ -40,6 +42,9 @@ class IntermediateKind:
 
 BATCH_JOB = IntermediateKind("Job", "batch", "v1", "jobs", ("Complete", "Failed"))
 JOBSET = IntermediateKind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", ("Completed", "Failed"))
+# Volcano's gang: Trainer's volcano plugin (podGroupPolicy.volcano) makes one per TrainJob, under
+# the job's name and controlled by it; Volcano's queue reserves its minResources until it goes.
+VOLCANO_PODGROUP = IntermediateKind("PodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups", ())
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,9 @@ class Chain:
     name_label: str
     uid_label: str
     marker_label: str
+    # What the job's controller makes beside the chain, under the job's own name and controlled
+    # by it, that makes no pod (a scheduler's gang): read by name, listed by the sweep.
+    companions: tuple[IntermediateKind, ...] = ()
 
 
 # Trainer v2: the JobSet has the TrainJob's name; Trainer's runtimes label each replicated
@@ -65,6 +73,7 @@ TRAINER_CHAIN = Chain(
     name_label="jobset.sigs.k8s.io/jobset-name",
     uid_label="jobset.sigs.k8s.io/jobset-uid",
     marker_label="trainer.kubeflow.org/trainjob-ancestor-step",
+    companions=(VOLCANO_PODGROUP,),
 )
 
 
@@ -196,9 +205,15 @@ def lookup(api_version: str | None, kind: str | None) -> TrainingKind | None:
 LINKS: tuple[IntermediateKind, ...] = tuple(
     dict.fromkeys(link for k in TRAINING_KINDS if k.chain for link in k.chain.links)
 )
-INTERMEDIATE_BY_KIND: dict[str, IntermediateKind] = {link.kind: link for link in LINKS}
+COMPANIONS: tuple[IntermediateKind, ...] = tuple(
+    dict.fromkeys(companion for k in TRAINING_KINDS if k.chain for companion in k.chain.companions)
+)
+INTERMEDIATE_BY_KIND: dict[str, IntermediateKind] = {link.kind: link for link in (*LINKS, *COMPANIONS)}
 
 
 def intermediate_lookup(api_version: str | None, kind: str | None) -> IntermediateKind | None:
-    """The chain link (JobSet, batch Job) for an apiVersion/kind pair, if it is one."""
-    return next((link for link in LINKS if link.kind == kind and link.api_version == api_version), None)
+    """The chain link (JobSet, batch Job) or companion (PodGroup) for an apiVersion/kind pair."""
+    return next(
+        (link for link in (*LINKS, *COMPANIONS) if link.kind == kind and link.api_version == api_version),
+        None,
+    )

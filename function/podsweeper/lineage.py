@@ -3,7 +3,8 @@
 A pod of an active batch Job that is deleted is only re-created by the Job controller, so the
 chain rules (podsweeper.rules, Looks.CHAIN) act on the level that stops the waste for good: the
 job, the JobSet, or a batch Job left without one. The pass reads the chain's objects fresh (the
-TrainJob, its JobSet, the Jobs and pods labelled with its name) into a Lineage.
+TrainJob, its JobSet, the Jobs and pods labelled with its name, and, once it finished, what
+else it controls under its name: Volcano's PodGroup) into a Lineage.
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ class Lineage:
     batch_jobs: tuple[Intermediate, ...] = ()  # the batch Jobs labelled with the job's name
     pods: tuple[Pod, ...] = ()
     finish_mark: FinishMark | None = None  # podsweeper's record of the job's last finish
+    companions: tuple[Intermediate, ...] = ()  # named like the job (a PodGroup), read once it finished
 
     @property
     def chain(self) -> Chain:
@@ -105,6 +107,14 @@ class Lineage:
         if jobset is None or job is None or jobset.terminating:
             return None
         return jobset if self.owns(jobset, self.ref.kind.kind, job.uid) else None
+
+    @property
+    def own_companions(self) -> list[Intermediate]:
+        """The companions (a PodGroup) the existing job controls, by uid, not being deleted."""
+        job = self.job
+        if job is None:
+            return []
+        return [c for c in self.companions if not c.terminating and self.owns(c, self.ref.kind.kind, job.uid)]
 
     def active_pods(self, jobset: Intermediate) -> list[Pod]:
         """Pending/Running pods the JobSet runs: its uid on them, under a batch Job it controls

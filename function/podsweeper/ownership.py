@@ -154,13 +154,13 @@ def _chained(namespace: str, controller: Owner, labels: Mapping[str, str]) -> Ow
 
 
 def intermediate_job(intermediate: Intermediate) -> JobRef | None:
-    """The chained job a JobSet or batch Job would belong to (by its name or labels), if its
-    kind is in a chain at all. Only a pass reading the chain decides whether it does."""
+    """The chained job a JobSet, batch Job or companion (PodGroup) would belong to (by its name
+    or labels), if its kind is in a chain at all. Only a pass reading the chain decides whether it does."""
     for kind in kinds.TRAINING_KINDS:
         chain = kind.chain
-        if chain is None or intermediate.link not in chain.links:
+        if chain is None or intermediate.link not in (*chain.links, *chain.companions):
             continue
-        if intermediate.link == chain.links[0]:
+        if intermediate.link == chain.links[0] or intermediate.link in chain.companions:
             return JobRef(kind, intermediate.namespace, intermediate.name)
         name = intermediate.labels.get(chain.name_label)
         return JobRef(kind, intermediate.namespace, name) if name else None

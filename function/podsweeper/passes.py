@@ -20,7 +20,7 @@ from podsweeper.config import Settings
 from podsweeper.decisions import Action, Decision, Target
 from podsweeper.evidence import Failure, Source, failures_of
 from podsweeper.lineage import Lineage, finish_seen
-from podsweeper.model import JobRef, Node, Pod
+from podsweeper.model import Intermediate, JobRef, Node, Pod
 from podsweeper.namespaces import Closed, NamespacePolicies
 from podsweeper.operator import left_to_operator
 from podsweeper.policy import NamespacePolicy
@@ -158,7 +158,13 @@ class Passes:
                     f"{ref.kind.kind} {ref.namespace}/{ref.name} finished",
                     "not finished, and its JobSet does not show a finish Trainer erased: nothing done",
                 )
-        lineage = Lineage(ref, job, jobset, batch_jobs, pods, mark)
+        # A finished job's companions (a PodGroup): one GET each, only once it finished (a
+        # running job's are its controller's); a kind the cluster does not serve reads as none.
+        companions: tuple[Intermediate, ...] = ()
+        if job is not None and job.finished is not None:
+            found = (cluster.get_intermediate(kind, ref.namespace, ref.name) for kind in chain.companions)
+            companions = tuple(c for c in found if c is not None)
+        lineage = Lineage(ref, job, jobset, batch_jobs, pods, mark, companions)
         decisions = engine.decide_chain(lineage, now, settings, new=work.check_backoff)
         note = None if decisions else "the fresh state of the chain names nothing for any rule"
         return PassResult(

@@ -86,7 +86,13 @@ def _triage_intermediate(verb: Verb, intermediate: Intermediate) -> JobPass | Ig
     ref = intermediate_job(intermediate)
     if ref is None:
         return Ignored(f"{intermediate.link.kind} {intermediate.name} names no training job")
-    top = ref.kind.chain is not None and intermediate.link == ref.kind.chain.links[0]
+    chain = ref.kind.chain
+    if chain is not None and intermediate.link in chain.companions:
+        # The job's events and the sweep say when it finished: its gang's changes add nothing.
+        return Ignored(
+            f"{intermediate.link.kind} {intermediate.name}: its job's events and the sweep cover it"
+        )
+    top = chain is not None and intermediate.link == chain.links[0]
     if top and verb is Verb.ADD:
         return JobPass(ref, PassReason.CHAIN, check_backoff=True)
     if top and verb is Verb.DELETE:

@@ -6,8 +6,9 @@ to the table here. For every install (each case of test_helm.CASES: the kustomiz
 `kubectl apply -k` takes in turn, and the chart with the values that stand for them), the
 expectations are derived from `podsweeper.kinds`:
 
-- the function's ClusterRole reads (get, list) every training kind and every chain link, and
-  deletes the links; the source's reads and watches (get, list, watch) them all; the opt-in
+- the function's ClusterRole reads (get, list) every training kind, every chain link and
+  companion (Volcano's PodGroup), and deletes the links and companions; the source's reads and
+  watches (get, list, watch) the kinds and links, never a companion; the opt-in
   suspend role patches exactly the kinds whose pods the training operator labels;
 - the ApiServerSource watches each kind its install selects, at the version it selects, each
   link of a selected kind's chain, and the pods, by the label that makes a pod a job's;
@@ -38,7 +39,9 @@ GENERATION_SWITCH = {kinds.GROUP: "trainingOperator", kinds.TRAINER_GROUP: "trai
 # one) has a value of its own naming the version, or "none".
 VERSION_SWITCH = {"MPIJob": "mpiJob"}
 DEFAULT_WATCH: dict = yaml.safe_load((CHART / "values.yaml").read_text())["watch"]
-TRAINING_GROUPS = {k.group for k in kinds.TRAINING_KINDS} | {link.group for link in kinds.LINKS}
+TRAINING_GROUPS = {k.group for k in kinds.TRAINING_KINDS} | {
+    x.group for x in (*kinds.LINKS, *kinds.COMPANIONS)
+}
 
 Watch = tuple[str, str, str | None]  # apiVersion, kind, the label its selector requires
 
@@ -133,16 +136,20 @@ def test_the_roles_grant_every_kind_and_link_their_verbs(case, side):
     everything = [(k.group, k.plural) for k in kinds.TRAINING_KINDS] + [
         (x.group, x.plural) for x in kinds.LINKS
     ]
-    assert set(function) == set(everything), f"{case} ({side}): the function's ClusterRole"
+    companions = [(x.group, x.plural) for x in kinds.COMPANIONS]
+    assert set(function) == set(everything + companions), f"{case} ({side}): the function's ClusterRole"
+    # A companion (a PodGroup) is read by name and listed by the sweep, never watched.
     assert set(source) == set(everything), f"{case} ({side}): the source's ClusterRole"
     for kind in kinds.TRAINING_KINDS:
         key = (kind.group, kind.plural)
         assert {"get", "list"} <= function[key] and "delete" not in function[key], (case, side, key)
         # Every generation's grants stay whatever is watched: a grant nobody serves is inert.
         assert source[key] == {"get", "list", "watch"}, (case, side, key)
-    for link in kinds.LINKS:
+    for link in (*kinds.LINKS, *kinds.COMPANIONS):
         key = (link.group, link.plural)
         assert function[key] == {"get", "list", "delete"}, (case, side, key)
+    for link in kinds.LINKS:
+        key = (link.group, link.plural)
         assert source[key] == {"get", "list", "watch"}, (case, side, key)
     suspend = objects.get(("ClusterRole", "podsweeper-suspend"))
     if CASES[case][0].get("crashLoopSuspend", {}).get("enabled"):
@@ -190,6 +197,17 @@ def test_the_admission_policy_judges_every_kinds_writes(case, side):
         for resource in rule["resources"]
     }
     assert updates == {(k.group, k.plural) for k in kinds.TRAINING_KINDS}, f"{case} ({side})"
+    deletes = {
+        (group, resource)
+        for rule in policy["spec"]["matchConstraints"]["resourceRules"]
+        if rule["operations"] == ["DELETE"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    # Every object the function may delete besides pods is judged: the links and companions.
+    assert deletes - {("", "pods")} == {(x.group, x.plural) for x in (*kinds.LINKS, *kinds.COMPANIONS)}, (
+        f"{case} ({side}): the deletes judged"
+    )
     expressions = policy_expressions(policy)
     (events,) = [e for m, e in expressions.items() if m.startswith("podsweeper writes Events")]
     named: dict[str, set[str]] = {}

@@ -166,11 +166,18 @@ def test_function_clusterrole_grants_exactly_what_the_function_uses():
     # listed (LIST); a chained job (TrainJob) also suspended (patch) by rule
     # finished-trainjob-restarted, an mpi-operator MPIJob by rule failed-mpijob-running (any
     # other v1 job only with the opt-in overlays/crashloop-suspend); a chain's links (JobSet,
-    # batch Job) read, listed and deleted by the v2 rules. Written out in facts.FUNCTION_RBAC.
+    # batch Job) read, listed and deleted by the v2 rules, and Volcano's PodGroup of a finished
+    # TrainJob by rule finished-trainjob-podgroup. Written out in facts.FUNCTION_RBAC.
     assert rules_table(role) == facts.FUNCTION_RBAC
-    # Nothing a training job is: the v2 deletes are of the links only (a TrainJob is the user's).
+    # Nothing a training job is: the v2 deletes are of the links and the PodGroup only (a
+    # TrainJob is the user's).
     deletable = {key for key, verbs in rules_table(role).items() if "delete" in verbs}
-    assert deletable == {("", "pods"), ("jobset.x-k8s.io", "jobsets"), ("batch", "jobs")}
+    assert deletable == {
+        ("", "pods"),
+        ("jobset.x-k8s.io", "jobsets"),
+        ("batch", "jobs"),
+        ("scheduling.volcano.sh", "podgroups"),
+    }
 
     binding = one(docs, "ClusterRoleBinding")
     assert binding["roleRef"] == {

@@ -107,11 +107,18 @@ def test_operator_names():
 LINK_FIELDS = (("kind", "kind"), ("group", "group"), ("version", "version"), ("plural", "plural"))
 
 
-@pytest.mark.parametrize("index", range(len(facts.LINKS)), ids=[link.kind for link in facts.LINKS])
-def test_each_link(index):
-    literal = facts.LINKS[index]
-    check("LINKS", [link.kind for link in kinds.LINKS], [link.kind for link in facts.LINKS])
-    package = kinds.LINKS[index]
+LINKS_AND_COMPANIONS = [("LINKS", i, link) for i, link in enumerate(facts.LINKS)] + [
+    ("COMPANIONS", i, link) for i, link in enumerate(facts.COMPANIONS)
+]
+
+
+@pytest.mark.parametrize(
+    "table, index, literal", LINKS_AND_COMPANIONS, ids=lambda x: getattr(x, "kind", None)
+)
+def test_each_link(table, index, literal):
+    listed = getattr(facts, table)
+    check(table, [link.kind for link in getattr(kinds, table)], [link.kind for link in listed])
+    package = getattr(kinds, table)[index]
     for field, wanted in LINK_FIELDS:
         check(f"{literal.kind}.{field}", getattr(package, field), getattr(literal, wanted))
     check(f"{literal.kind}.finished_conditions", package.finished_conditions, literal.finished)

@@ -65,7 +65,8 @@ def intermediate_from(obj: IntermediateObject, listed: kinds.IntermediateKind | 
     for rjob in spec.replicatedJobs or ():
         template_meta = (rjob.template or JobTemplate()).metadata or TemplateMeta()
         template_labels.update((template_meta.labels or {}).items())
-    finished, _, suspended = finished_state(obj.status, link.finished_conditions)
+    conditions = link.finished_conditions
+    finished, _, suspended = finished_state(obj.status, conditions) if conditions else (None, None, False)
     actions = tuple(
         sorted(
             {r.action for r in (spec.failurePolicy or FailurePolicy()).rules or ()}

@@ -43,10 +43,10 @@ def pod_state(pod: Pod, at: datetime) -> Seen:
     return Seen(at, label, tone, crash_loop=bool(loops), restarts=restarts, short=short)
 
 
-def _finished_tone(finished: str, conditions: tuple[str, str]) -> str:
+def _finished_tone(finished: str, conditions: tuple[str, str] | tuple[()]) -> str:
     """A finishing condition's colour: each kind names its success its own way (Succeeded,
     Complete, Completed)."""
-    return "succeeded" if finished == conditions[0] else "failed"
+    return "succeeded" if conditions and finished == conditions[0] else "failed"
 
 
 def suspend_note(job: Job) -> str:

@@ -212,8 +212,9 @@ class Listing:
     def _nominate_chain(
         self, kind: kinds.TrainingKind, namespace: str | None, cluster: Cluster, run: SweepRun, now: datetime
     ) -> None:
-        """A chained kind's candidates, from its JobSets and Jobs as listed, each with whether
-        its listed parent controls it: the chain rules' hooks say which call for a pass."""
+        """A chained kind's candidates, from its JobSets, Jobs and companions (PodGroups) as
+        listed, each with whether its listed parent controls it: the chain rules' hooks say
+        which call for a pass."""
         chain = kind.chain
         assert chain is not None
         jobs = {(job.namespace, job.name): job for job in cluster.list_jobs(namespace, kind)}
@@ -230,6 +231,16 @@ class Listing:
             owned = parent is not None and controlled_by(batch_job.controller, parent.link.kind, parent.uid)
             if engine.nominated(Looks.CHAIN, Listed(link=batch_job, owned=owned), now, self.settings):
                 self._nominate_intermediate(batch_job, run, cluster, now)
+        # Companions (a PodGroup) only of a job listed controlling them: a plain Volcano Job's,
+        # or a v1 job's, is nobody's here. A kind the cluster does not serve lists as none.
+        for companion_kind in chain.companions:
+            for companion in cluster.list_intermediates(companion_kind, namespace, ""):
+                job = jobs.get((companion.namespace, companion.name))
+                if job is None or not controlled_by(companion.controller, kind.kind, job.uid):
+                    continue
+                listed = Listed(job=job, link=companion, owned=True)
+                if engine.nominated(Looks.CHAIN, listed, now, self.settings):
+                    self._nominate_intermediate(companion, run, cluster, now)
 
     def _nominate_intermediate(
         self, intermediate: Intermediate, run: SweepRun, cluster: Cluster, now: datetime

@@ -114,11 +114,13 @@ def mpi_operator_crds() -> list[dict]:
 
 
 def all_crds(mpi_operator: bool = False) -> list[dict]:
-    """Every CRD a test cluster serves: Kubeflow v1 training kinds, Trainer v2 and JobSet.
+    """Every CRD a test cluster serves: Kubeflow v1 training kinds, Trainer v2, JobSet, and
+    Volcano's PodGroup (what podsweeper may delete of a finished TrainJob: its RBAC and the
+    admission policy are judged on a real server; Volcano's other CRDs only in its world).
 
     `mpi_operator`: mpijobs.kubeflow.org is the mpi-operator's (v2beta1), not the training
     operator's (v1); a cluster can serve only one CRD of that name."""
-    crds = training_crds() + trainer_crds() + jobset_crds()
+    crds = training_crds() + trainer_crds() + jobset_crds() + podgroup_crds()
     if not mpi_operator:
         return crds
     mpi = mpi_operator_crds()
@@ -126,9 +128,15 @@ def all_crds(mpi_operator: bool = False) -> list[dict]:
     return [crd for crd in crds if crd["metadata"]["name"] not in names] + mpi
 
 
+def podgroup_crds() -> list[dict]:
+    """Volcano's PodGroup CRD alone (scheduling.volcano.sh/v1beta1)."""
+    return [crd for crd in volcano_crds() if crd["metadata"]["name"] == "podgroups.scheduling.volcano.sh"]
+
+
 def volcano_crds() -> list[dict]:
-    """Volcano's CRDs: scheduling (PodGroup, Queue), batch, bus, nodeinfo and jobflow. Not in
-    all_crds(): only World(volcano=True) installs them, before the operator starts."""
+    """Volcano's CRDs: scheduling (PodGroup, Queue), batch, bus, nodeinfo and jobflow. Only
+    the PodGroup's is in all_crds(): World(volcano=True) installs the rest, before the
+    operator starts."""
     return [
         crd for subdir in VOLCANO_CRD_DIRS for crd in _module_crds(VOLCANO_MODULE, VOLCANO_VERSION, subdir)
     ]
