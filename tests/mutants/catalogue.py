@@ -499,6 +499,23 @@ MUTANTS: tuple[Mutant, ...] = (
         (UNIT, PROPERTY),
     ),
     Mutant(
+        "podgroup-no-grace",
+        "rules/finished_trainjob_podgroup.py",
+        "    if waited < ctx.settings.operator_grace_seconds:\n        return []",
+        "    if False:\n        return []",
+        "finished-trainjob-podgroup deletes the PodGroup before a Trainer that cleans it up had its grace",
+        (UNIT,),
+    ),
+    Mutant(
+        "podgroup-any-owner",
+        "lineage.py",
+        "        return [c for c in self.companions if not c.terminating and self.owns(c, self.ref.kind.kind, job.uid)]",
+        "        return [c for c in self.companions if not c.terminating]",
+        "finished-trainjob-podgroup deletes a PodGroup named like the TrainJob that it does not control "
+        "(an earlier TrainJob's, a plain Volcano Job's, nobody's)",
+        (UNIT,),
+    ),
+    Mutant(
         "door-suspends-a-managed-job",
         "rules/door.py",
         "    if job.suspend_blocked:\n        return Action.WARN",

@@ -18,6 +18,7 @@ from podsweeper.rules import (
     deadline_exceeded_jobset_running,
     failed_mpijob_running,
     finished_job_active_pod,
+    finished_trainjob_podgroup,
     finished_trainjob_restarted,
     no_backoff_limit,
     orphan,
