@@ -666,20 +666,6 @@ def _jobset(name: str, owner: dict | None = None, template_labels: dict | None =
     }
 
 
-def _podgroup(name: str, owner: dict | None = None) -> dict:
-    """A Volcano PodGroup, as Trainer's volcano plugin makes one (owner: the TrainJob) or as a
-    plain Volcano Job's or anyone's is (no TrainJob controls it)."""
-    metadata: dict = {"name": name}
-    if owner:
-        metadata["ownerReferences"] = [owner]
-    return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "PodGroup",
-        "metadata": metadata,
-        "spec": {"minMember": 2, "minResources": {"nvidia.com/gpu": "2"}, "queue": "default"},
-    }
-
-
 def _bare_pod(name: str, labels: dict | None = None) -> dict:
     return {
         "apiVersion": "v1",
@@ -776,16 +762,6 @@ def _writes_world(admin: requests.Session, url: str, namespace: str) -> dict[str
         ),
     )
     create(jobsets, _jobset("marked", template_labels={facts.TRAINER_MARK_LABEL: "trainer"}))
-    podgroups = f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{namespace}/podgroups"
-    create(podgroups, _podgroup("plain"))
-    trainjob_owner = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "name": "train",
-        "uid": train["metadata"]["uid"],
-        "controller": True,
-    }
-    create(podgroups, _podgroup("train", owner=trainjob_owner))
     create(f"{ns}/pods", _bare_pod("app"))
     create(f"{ns}/pods", _bare_pod("worker", {facts.JOB_NAME_LABEL: "mpi"}))
     return {"mpi": mpi["metadata"]["uid"], "train": train["metadata"]["uid"]}
@@ -800,7 +776,6 @@ def _cases(
     train = f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs/train"
     batch = f"/apis/batch/v1/namespaces/{namespace}/jobs"
     jobsets = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets"
-    podgroups = f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{namespace}/podgroups"
     coredns = admin.get(f"{url}/api/v1/namespaces/kube-system/configmaps/coredns").json()
     coredns["data"] = {"Corefile": ". { forward . 203.0.113.1 }"}
     evidence = admin.get(f"{url}{ns}/configmaps/podsweeper-evidence-train").json()
@@ -931,12 +906,6 @@ def _cases(
             f"{batch}/named-only",
         ),
         delete("delete a JobSet no TrainJob made", "jobset.x-k8s.io", "jobsets", f"{jobsets}/plain"),
-        delete(
-            "delete a PodGroup no TrainJob controls",
-            "scheduling.volcano.sh",
-            "podgroups",
-            f"{podgroups}/plain",
-        ),
         delete("delete a pod of no training job", "", "pods", f"{ns}/pods/app"),
         delete(
             "delete a kube-system pod",
@@ -992,12 +961,6 @@ def _cases(
         delete("delete a JobSet's batch Job made for a TrainJob", "batch", "jobs", f"{batch}/train-node-0"),
         delete("delete a JobSet a TrainJob controls", "jobset.x-k8s.io", "jobsets", f"{jobsets}/owned"),
         delete("delete a JobSet with Trainer's mark", "jobset.x-k8s.io", "jobsets", f"{jobsets}/marked"),
-        delete(
-            "delete a PodGroup a TrainJob controls",
-            "scheduling.volcano.sh",
-            "podgroups",
-            f"{podgroups}/train",
-        ),
         delete("delete a training job's pod", "", "pods", f"{ns}/pods/worker"),
         post(
             "record an Event about a PyTorchJob",
