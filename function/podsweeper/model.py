@@ -224,7 +224,8 @@ class Node:
 
 @dataclass(frozen=True)
 class Intermediate:
-    """A JobSet or batch Job in a training job's chain (Trainer v2), as plain data."""
+    """A JobSet or batch Job in a training job's chain (Trainer v2), or a companion beside it
+    (a Volcano PodGroup), as plain data."""
 
     link: IntermediateKind
     namespace: str
@@ -245,6 +246,11 @@ class Intermediate:
     # JobSet failurePolicy rule actions that restart without counting against maxRestarts.
     unbounded_restart_actions: tuple[str, ...] = ()
     resource_version: str = ""
+    # A Volcano PodGroup's phase, the minResources its queue reserves while it is Inqueue, and
+    # its queue ("" for the others).
+    phase: str = ""
+    reserves: tuple[tuple[str, str], ...] = ()
+    queue: str = ""
 
     def marked(self, marker_label: str) -> bool:
         return marker_label in self.labels or any(k == marker_label for k, _ in self.template_labels)

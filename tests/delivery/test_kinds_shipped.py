@@ -7,8 +7,8 @@ to the table here. For every install (each case of test_helm.CASES: the kustomiz
 expectations are derived from `podsweeper.kinds`:
 
 - the function's ClusterRole reads (get, list) every training kind, every chain link and
-  companion (Volcano's PodGroup), and deletes the links and companions; the source's reads and
-  watches (get, list, watch) the kinds and links, never a companion; the opt-in
+  companion (Volcano's PodGroup), and deletes the links only; the source's reads and watches
+  (get, list, watch) the kinds and links, never a companion; the opt-in
   suspend role patches exactly the kinds whose pods the training operator labels;
 - the ApiServerSource watches each kind its install selects, at the version it selects, each
   link of a selected kind's chain, and the pods, by the label that makes a pod a job's;
@@ -145,11 +145,11 @@ def test_the_roles_grant_every_kind_and_link_their_verbs(case, side):
         assert {"get", "list"} <= function[key] and "delete" not in function[key], (case, side, key)
         # Every generation's grants stay whatever is watched: a grant nobody serves is inert.
         assert source[key] == {"get", "list", "watch"}, (case, side, key)
-    for link in (*kinds.LINKS, *kinds.COMPANIONS):
-        key = (link.group, link.plural)
-        assert function[key] == {"get", "list", "delete"}, (case, side, key)
+    for link in kinds.COMPANIONS:  # read by name and listed, never written
+        assert function[(link.group, link.plural)] == {"get", "list"}, (case, side, link.kind)
     for link in kinds.LINKS:
         key = (link.group, link.plural)
+        assert function[key] == {"get", "list", "delete"}, (case, side, key)
         assert source[key] == {"get", "list", "watch"}, (case, side, key)
     suspend = objects.get(("ClusterRole", "podsweeper-suspend"))
     if CASES[case][0].get("crashLoopSuspend", {}).get("enabled"):
@@ -204,8 +204,8 @@ def test_the_admission_policy_judges_every_kinds_writes(case, side):
         for group in rule["apiGroups"]
         for resource in rule["resources"]
     }
-    # Every object the function may delete besides pods is judged: the links and companions.
-    assert deletes - {("", "pods")} == {(x.group, x.plural) for x in (*kinds.LINKS, *kinds.COMPANIONS)}, (
+    # Every object the function may delete besides pods is judged: the links.
+    assert deletes - {("", "pods")} == {(x.group, x.plural) for x in kinds.LINKS}, (
         f"{case} ({side}): the deletes judged"
     )
     expressions = policy_expressions(policy)

@@ -166,18 +166,13 @@ def test_function_clusterrole_grants_exactly_what_the_function_uses():
     # listed (LIST); a chained job (TrainJob) also suspended (patch) by rule
     # finished-trainjob-restarted, an mpi-operator MPIJob by rule failed-mpijob-running (any
     # other v1 job only with the opt-in overlays/crashloop-suspend); a chain's links (JobSet,
-    # batch Job) read, listed and deleted by the v2 rules, and Volcano's PodGroup of a finished
-    # TrainJob by rule finished-trainjob-podgroup. Written out in facts.FUNCTION_RBAC.
+    # batch Job) read, listed and deleted by the v2 rules; Volcano's PodGroup of a TrainJob read
+    # and listed by rule failed-trainjob-podgroup. Written out in facts.FUNCTION_RBAC.
     assert rules_table(role) == facts.FUNCTION_RBAC
-    # Nothing a training job is: the v2 deletes are of the links and the PodGroup only (a
-    # TrainJob is the user's).
+    # Nothing a training job is: the v2 deletes are of the links only (a TrainJob is the user's;
+    # a PodGroup is Trainer's to make again).
     deletable = {key for key, verbs in rules_table(role).items() if "delete" in verbs}
-    assert deletable == {
-        ("", "pods"),
-        ("jobset.x-k8s.io", "jobsets"),
-        ("batch", "jobs"),
-        ("scheduling.volcano.sh", "podgroups"),
-    }
+    assert deletable == {("", "pods"), ("jobset.x-k8s.io", "jobsets"), ("batch", "jobs")}
 
     binding = one(docs, "ClusterRoleBinding")
     assert binding["roleRef"] == {

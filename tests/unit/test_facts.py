@@ -202,7 +202,8 @@ def test_the_facts_agree_with_themselves():
     check(
         "facts.PLURALS",
         facts.PLURALS,
-        {k.kind: k.plural for k in (*facts.TRAINING_KINDS, *facts.LINKS, *facts.COMPANIONS)} | {"Pod": "pods"},
+        {k.kind: k.plural for k in (*facts.TRAINING_KINDS, *facts.LINKS, *facts.COMPANIONS)}
+        | {"Pod": "pods"},
     )
     check(
         "facts.REPLICA_KEYS", facts.REPLICA_KEYS, {k.kind: k.replica_specs_key for k in facts.TRAINING_KINDS}

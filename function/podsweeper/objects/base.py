@@ -70,6 +70,7 @@ class JobStatus(Schema):
 
     conditions: list[Condition] | None = None
     completionTime: str | None = None  # the mpi-operator's "settled" mark (kinds.Launcher)
+    phase: str | None = None  # a Volcano PodGroup's (Pending, Inqueue, Running, Completed)
 
 
 def finished_state(

@@ -39,6 +39,9 @@ class IntermediateSpec(Schema):
     replicatedJobs: list[ReplicatedJob] | None = None
     failurePolicy: FailurePolicy | None = None
     suspend: bool | None = None
+    # A Volcano PodGroup's: what its queue reserves for it while it is Inqueue, and which queue.
+    minResources: dict[str, int | str] | None = None
+    queue: str | None = None
 
 
 class IntermediateObject(Schema):
@@ -92,6 +95,9 @@ def intermediate_from(obj: IntermediateObject, listed: kinds.IntermediateKind | 
         ),
         unbounded_restart_actions=actions,
         resource_version=meta.resourceVersion,
+        phase=(obj.status.phase if obj.status else None) or "",
+        reserves=tuple(sorted((k, str(v)) for k, v in (spec.minResources or {}).items())),
+        queue=spec.queue or "",
     )
 
 
