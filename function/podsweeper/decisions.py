@@ -26,7 +26,7 @@ class Rule(StrEnum):
     FINISHED_TRAINJOB_RESTARTED = "finished-trainjob-restarted"  # Trainer v2 (podsweeper.lineage)
     UNBOUNDED_JOBSET_RESTARTS = "unbounded-jobset-restarts"
     DEADLINE_EXCEEDED_JOBSET_RUNNING = "deadline-exceeded-jobset-running"
-    FINISHED_TRAINJOB_PODGROUP = "finished-trainjob-podgroup"  # Trainer v2 with Volcano, trainer#4033
+    FAILED_TRAINJOB_PODGROUP = "failed-trainjob-podgroup"  # Trainer v2 with Volcano, trainer#4033
 
 
 class Action(StrEnum):

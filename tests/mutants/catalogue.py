@@ -500,10 +500,26 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "podgroup-no-grace",
-        "rules/finished_trainjob_podgroup.py",
+        "rules/failed_trainjob_podgroup.py",
         "    if waited < ctx.settings.operator_grace_seconds:\n        return []",
         "    if False:\n        return []",
-        "finished-trainjob-podgroup deletes the PodGroup before a Trainer that cleans it up had its grace",
+        "failed-trainjob-podgroup warns before a Trainer that cleans the PodGroup up had its grace",
+        (UNIT,),
+    ),
+    Mutant(
+        "podgroup-any-phase",
+        "rules/failed_trainjob_podgroup.py",
+        "        if group.phase != RESERVING:\n            continue\n",
+        "",
+        "failed-trainjob-podgroup says a queue reserves for a PodGroup that is not Inqueue (Pending, Completed)",
+        (UNIT,),
+    ),
+    Mutant(
+        "podgroup-complete-job",
+        "rules/failed_trainjob_podgroup.py",
+        "    if job is None or job.finished != job.kind.finished_conditions[-1] or job.finished_at is None:",
+        "    if job is None or job.finished is None or job.finished_at is None:",
+        "failed-trainjob-podgroup warns about a Complete TrainJob's PodGroup",
         (UNIT,),
     ),
     Mutant(
@@ -511,7 +527,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "lineage.py",
         "        return [c for c in self.companions if not c.terminating and self.owns(c, self.ref.kind.kind, job.uid)]",
         "        return [c for c in self.companions if not c.terminating]",
-        "finished-trainjob-podgroup deletes a PodGroup named like the TrainJob that it does not control "
+        "failed-trainjob-podgroup warns about a PodGroup named like the TrainJob that it does not control "
         "(an earlier TrainJob's, a plain Volcano Job's, nobody's)",
         (UNIT,),
     ),

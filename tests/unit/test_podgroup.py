@@ -1,8 +1,10 @@
-"""Rule finished-trainjob-podgroup: a finished TrainJob's Volcano PodGroup goes, nothing else does.
+"""Rule failed-trainjob-podgroup: a Failed TrainJob whose PodGroup its Volcano queue reserves for.
 
 The PodGroup is Trainer v2.3.0's (plugins/volcano: named like the TrainJob, controlled by it);
-the table names each way the rule fires and each look-alike it spares, decided on the sweep's
-ping (the PodGroup is listed) and on the TrainJob's own update (the pass reads it by name).
+Volcano puts it back Inqueue once the failed job's pods are gone, Completed for a Complete job
+(tests/support/world/README.md, "Trainer with Volcano"). The table names each way the rule
+warns and each look-alike it spares, decided on the sweep's ping (the PodGroup is listed) and
+on the TrainJob's own update (the pass reads it by name). It never deletes anything.
 """
 
 from __future__ import annotations
@@ -10,138 +12,108 @@ from __future__ import annotations
 import pytest
 
 from podsweeper.decisions import Action, Result, Rule
-from podsweeper.model import Verb
 from tests.fixtures import trainer as v2
 from tests.fixtures.builders import at, controller_ref, event, ping
-from tests.fixtures.parse import parse_intermediate
 from tests.unit.test_lineage import decided, handle, world
 
-RULE = Rule.FINISHED_TRAINJOB_PODGROUP
-PODGROUP = ("PodGroup", "team-a", "tj")
+RULE = Rule.FAILED_TRAINJOB_PODGROUP
 
 
-def finished(kind: str = "Complete", at_second: int = 50, **meta) -> dict:
+def ended(kind: str = "Failed", at_second: int = 50, **meta) -> dict:
     return v2.trainjob(conditions=[("Created", at(0)), (kind, at(at_second))], **meta)
 
 
-def volcano_job() -> dict:
-    """A plain Volcano Job named like the TrainJob: its PodGroup is Volcano's, not Trainer's."""
+def foreign(kind: str, api_version: str) -> dict:
+    """Another controller's object named like the TrainJob (a plain Volcano Job, a PyTorchJob)."""
     return {
-        "apiVersion": "batch.volcano.sh/v1alpha1",
-        "kind": "Job",
-        "metadata": {"name": "tj", "namespace": "team-a", "uid": "volcano-job-uid"},
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": "tj", "namespace": "team-a", "uid": kind},
     }
 
 
-def podgroups(cluster) -> set[tuple[str, str, str]]:
-    return {key for key in cluster.intermediates if key[0] == "PodGroup"}
+WARNED = (Action.WARN, Result.WARNED)
 
 
 @pytest.mark.parametrize(
-    "case, tj, group, now, expected",
+    "case, tj, owner, group, now, expected",
     [
-        ("Complete, past the grace: it goes", finished(), "own", 600, (Action.DELETE, Result.DELETED)),
-        ("Failed, past the grace: it goes", finished("Failed"), "own", 600, (Action.DELETE, Result.DELETED)),
-        ("within the operator's grace", finished(), "own", 70, None),
-        ("running", v2.trainjob(conditions=[("Created", at(0))]), "own", 600, None),
-        ("suspended, not finished", v2.trainjob(conditions=[("Created", at(0))]), "own", 600, None),
-        ("an earlier TrainJob's of the name (another uid)", finished(), "earlier", 600, None),
-        ("nobody's (no controller)", finished(), "none", 600, None),
-        ("a plain Volcano Job's", finished(), "volcano", 600, None),
-        ("being deleted", finished(), "terminating", 600, None),
+        ("Failed, Inqueue, past the grace", ended(), "own", {}, 600, WARNED),
+        ("within the operator's grace", ended(), "own", {}, 70, None),
+        ("Complete: Volcano marks it Completed", ended("Complete"), "own", {"phase": "Completed"}, 600, None),
+        ("Complete, even were it Inqueue", ended("Complete"), "own", {}, 600, None),
+        ("Failed but Pending: nothing reserved", ended(), "own", {"phase": "Pending"}, 600, None),
+        ("running", v2.trainjob(conditions=[("Created", at(0))]), "own", {"phase": "Running"}, 600, None),
+        ("suspended after it failed", ended(), "own", {}, 600, None),
+        ("an earlier TrainJob's of the name (another uid)", ended(), "earlier", {}, 600, None),
+        ("nobody's (no controller)", ended(), "none", {}, 600, None),
+        ("a plain Volcano Job's", ended(), "volcano", {}, 600, None),
+        ("a PyTorchJob's (its operator deletes it)", ended(), "pytorchjob", {}, 600, None),
+        ("being deleted", ended(), "own", {"deletionTimestamp": "2026-11-01T10:00:30Z"}, 600, None),
         (
             "the TrainJob opted out",
-            finished(annotations={"podsweeper.dev/skip": "true"}),
+            ended(annotations={"podsweeper.dev/skip": "true"}),
             "own",
+            {},
             600,
             (Action.SKIP, None),
         ),
-        ("the PodGroup opted out", finished(), "opted-out", 600, (Action.SKIP, None)),
     ],
 )
 @pytest.mark.parametrize("trigger", ["sweep", "update"])
-def test_finished_trainjob_podgroup_table(case, tj, group, now, expected, trigger):
+def test_failed_trainjob_podgroup_table(case, tj, owner, group, now, expected, trigger):
     if case.startswith("suspended"):
         tj["spec"]["suspend"] = True
     owners = {
         "own": tj,
         "earlier": v2.trainjob(generation="-earlier"),
         "none": None,
-        "volcano": volcano_job(),
-        "terminating": tj,
-        "opted-out": tj,
+        "volcano": foreign("Job", "batch.volcano.sh/v1alpha1"),
+        "pytorchjob": foreign("PyTorchJob", "kubeflow.org/v1"),
     }
-    meta: dict = {}
-    if group == "terminating":
-        meta = {"deletionTimestamp": "2026-11-01T10:00:30Z", "finalizers": ["x"]}
-    if group == "opted-out":
-        meta = {"annotations": {"podsweeper.dev/skip": "true"}}
-    pg = v2.podgroup(owners[group], **meta)
+    pg = v2.podgroup(None, **group)
+    if owners[owner] is not None:
+        pg["metadata"]["ownerReferences"] = [controller_ref(owners[owner])]
     cluster = world(tj, pg)
     raw = ping(at(now)) if trigger == "sweep" else event("update", tj, at(now))
     outcome = handle(cluster, raw, now=now)
     named = [d for d in decided(outcome) if d[0] is RULE]
+    assert ("PodGroup", "team-a", "tj") in cluster.intermediates, case  # never deleted
     if expected is None:
         assert named == [], case
-        assert podgroups(cluster) == {PODGROUP}, case
         return
     action, result = expected
-    assert named == [(RULE, action, "PodGroup", "tj", result)], case
-    assert podgroups(cluster) == (set() if result is Result.DELETED else {PODGROUP}), case
+    assert named == [(RULE, action, "TrainJob", "tj", result)], case
 
 
-def test_finished_trainjob_podgroup_dry_run_and_namespaces_keep_it():
-    tj = finished()
+def test_failed_trainjob_podgroup_names_the_queue_and_what_it_reserves():
+    tj = ended()
+    outcome = handle(world(tj, v2.podgroup(tj, gpus=16, queue="team-gpus")), ping(at(600)), now=600)
+    (warning,) = [a.decision for a in outcome.applied if a.decision.rule is RULE]
+    assert "queue team-gpus reserves nvidia.com/gpu 16" in warning.reason
+    assert "deleting the TrainJob frees it" in warning.reason
+    # Pods that set GPU limits only: Trainer's minResources is {} (measured); the queue still
+    # holds the PodGroup's place, said without a figure.
+    outcome = handle(world(tj, v2.podgroup(tj, gpus=0, queue=None)), ping(at(600)), now=600)
+    (warning,) = [a.decision for a in outcome.applied if a.decision.rule is RULE]
+    assert "queue default reserves its minMember" in warning.reason
+
+
+def test_failed_trainjob_podgroup_warns_in_dry_run_too_and_only_in_its_namespaces():
+    """A warning changes nothing, so a dry run writes it as every warning rule's is (the
+    namespace policy and the opt-out still hold it back)."""
+    tj = ended()
     cluster = world(tj, v2.podgroup(tj))
     outcome = handle(cluster, ping(at(600)), now=600, dry_run=True)
-    assert decided(outcome) == [(RULE, Action.DELETE, "PodGroup", "tj", Result.DRY_RUN)]
+    assert decided(outcome) == [(RULE, Action.WARN, "TrainJob", "tj", Result.WARNED)]
     for settings in ({"exclude_namespaces": "team-a"}, {"namespaces": "elsewhere", "exclude_namespaces": ""}):
         outcome = handle(cluster, ping(at(600)), now=600, **settings)
         assert [d for d in decided(outcome) if d[0] is RULE] == [], settings
-    assert podgroups(cluster) == {PODGROUP}
 
 
-def test_finished_trainjob_podgroup_is_found_by_the_sweep_once_the_jobset_is_gone():
+def test_failed_trainjob_podgroup_is_found_by_the_sweep_once_the_jobset_is_gone():
     """JobSet ttlSecondsAfterFinished took the JobSet and its pods: only the TrainJob and its
-    PodGroup are left, and no event will come. The sweep lists the PodGroup and its pass goes."""
-    tj = finished()
-    cluster = world(tj, v2.podgroup(tj))
-    outcome = handle(cluster, ping(at(900)), now=900)
-    assert decided(outcome) == [(RULE, Action.DELETE, "PodGroup", "tj", Result.DELETED)]
-
-
-def test_finished_trainjob_podgroup_deletes_by_uid_only():
-    """A PodGroup made again under the name since the pass read it is not deleted (the uid
-    precondition: the simulated cluster answers CONFLICT as the API's 409)."""
-    tj = finished()
-    cluster = world(tj, v2.podgroup(tj))
-    newer = parse_intermediate(v2.podgroup(tj, generation="-newer"))
-    read = cluster.get_intermediate
-
-    def racing(link, namespace, name):
-        found = read(link, namespace, name)
-        if found is not None and link.kind == "PodGroup":
-            cluster.observe(Verb.UPDATE, newer)  # made again right after the read
-        return found
-
-    cluster.get_intermediate = racing  # type: ignore[method-assign]
-    outcome = handle(cluster, event("update", tj, at(600)), now=600)
-    assert decided(outcome) == [(RULE, Action.DELETE, "PodGroup", "tj", Result.CONFLICT)]
-    assert cluster.intermediates[PODGROUP].uid == newer.uid
-
-
-def test_a_v1_jobs_podgroup_is_never_a_trainjobs():
-    """The training operator's own PodGroup of a PyTorchJob (it deletes it itself at the
-    finish) under a finished TrainJob's name is not the TrainJob's."""
-    tj = finished()
-    pytorchjob = {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": {"name": "tj", "namespace": "team-a", "uid": "pytorchjob-uid"},
-    }
-    pg = v2.podgroup(None)
-    pg["metadata"]["ownerReferences"] = [controller_ref(pytorchjob)]
-    cluster = world(tj, pg)
-    outcome = handle(cluster, ping(at(600)), now=600)
-    assert [d for d in decided(outcome) if d[0] is RULE] == []
-    assert podgroups(cluster) == {PODGROUP}
+    PodGroup are left, and no event will come. The sweep lists the PodGroup and its pass warns."""
+    tj = ended()
+    outcome = handle(world(tj, v2.podgroup(tj)), ping(at(900)), now=900)
+    assert decided(outcome) == [(RULE, Action.WARN, "TrainJob", "tj", Result.WARNED)]
