@@ -101,9 +101,11 @@ from tests.support.model_world import (
 )
 from tests.support.oracle import (
     BATCH_JOB,
+    FAILED_TRAINJOB_PODGROUP,
     FINISHED_TRAINJOB_RESTARTED,
     JOBSET,
     JOBSET_NAME,
+    PODGROUP,
     TRAINJOB,
     UNBOUNDED_JOBSET_RESTARTS,
     VERSIONS,
@@ -377,6 +379,15 @@ def check_outcome(
                 assert result in expected, (action, result)
         elif d.kind in (JOBSET, BATCH_JOB):
             deletes += check_chain_decision(world, d, result, now)
+        elif d.kind == TRAINJOB and rule == FAILED_TRAINJOB_PODGROUP:
+            job = world.trainjobs.get((d.namespace, d.name))
+            assert job is not None and job.uid == d.uid, f"warning about a TrainJob not in the world: {d}"
+            named = world.podgroup_named(d.namespace, d.name, now)
+            assert named == action, (
+                f"TrainJob {d.namespace}/{d.name}: decided {rule}/{action}, the rules name {named} "
+                f"({job}; its PodGroup {world.workloads.get((PODGROUP, d.namespace, d.name))}; now {now})"
+            )
+            assert result in (("warned", "already-warned") if action == "warn" else (None,)), (action, result)
         elif d.kind == TRAINJOB and rule == UNBOUNDED_JOBSET_RESTARTS:  # judged exactly above
             assert result in (("warned", "already-warned") if action == "warn" else (None,)), (action, result)
         elif d.kind == TRAINJOB:
@@ -848,7 +859,11 @@ def check_lie_outcome(world: World, outcome, lie: Lie, now) -> None:
 @reproducible
 @settings(max_examples=max(EXAMPLES // 4, 25), **PROPERTY)
 @given(
-    scenario=scenarios(settings_strategy(max_deletes=st.sampled_from([2, 1000]))),
+    # Without the story of a JobSet a person deletes from a running TrainJob (Trainer makes it
+    # again): for 60 s after that, a lie that the job failed just before is believed, and the
+    # job may be suspended (docs/security.md, "What is not covered"): a known hole, not judged
+    # here as if it were closed. The other property tests draw that story.
+    scenario=scenarios(settings_strategy(max_deletes=st.sampled_from([2, 1000])), successors=False),
     rng=st.randoms(use_true_random=False),
 )
 def test_lies_among_the_truth_act_and_record_only_what_the_world_names(scenario, rng: random.Random):
@@ -947,8 +962,19 @@ RULES_NAMED = (
 V2_CASES = (
     [
         f"v2 event: {kind} {verb}"
-        for kind in (TRAINJOB, JOBSET, BATCH_JOB, "pod")
+        for kind in (TRAINJOB, JOBSET, BATCH_JOB, PODGROUP, "pod")
         for verb in ("add", "update", "delete")
+    ]
+    + [
+        "PodGroup Running",
+        "PodGroup Inqueue",
+        "PodGroup Pending",
+        "PodGroup Completed",
+        "PodGroup controlled by its TrainJob",
+        "PodGroup controlled by an earlier uid of its TrainJob",
+        "PodGroup controlled by another kind",
+        "PodGroup without a controller",
+        "PodGroup terminating",
     ]
     + [
         "TrainJob running (not finished)",
@@ -1013,6 +1039,8 @@ V2_RULES_NAMED = (
     "unbounded-jobset-restarts / skip (TrainJob)",
     "deadline-exceeded-jobset-running / delete (JobSet)",
     "deadline-exceeded-jobset-running / skip (JobSet)",
+    "failed-trainjob-podgroup / warn (TrainJob)",
+    "failed-trainjob-podgroup / skip (TrainJob)",
 )
 # (finished-trainjob-restarted / skip is the rarest: an opted-out TrainJob restarted after a
 # finish of its own; ~6 of 1,000 once records of earlier same-named jobs stopped counting)
@@ -1434,6 +1462,19 @@ def v2_event_cases(e: WorldEvent, world: World, history: dict) -> set[str]:
         if spec.managed_by is not None:
             own = spec.managed_by == "trainer.kubeflow.org/trainjob-controller"
             cases.add(f"TrainJob managedBy {'Trainer' if own else 'another controller'}")
+    elif isinstance(spec, IntermediateSpec) and spec.kind == PODGROUP:
+        owner, job = spec.owner, world.trainjobs.get((spec.namespace, spec.name))
+        cases.add(f"PodGroup {spec.phase}")
+        if owner is None:
+            cases.add("PodGroup without a controller")
+        elif owner.kind != TRAINJOB:
+            cases.add("PodGroup controlled by another kind")
+        elif job is not None and owner.uid != job.uid:
+            cases.add("PodGroup controlled by an earlier uid of its TrainJob")
+        elif job is not None:
+            cases.add("PodGroup controlled by its TrainJob")
+        if spec.terminating:
+            cases.add("PodGroup terminating")
     elif isinstance(spec, IntermediateSpec):
         owner = spec.owner
         what = "JobSet" if spec.kind == JOBSET else "batch Job"
@@ -1522,6 +1563,9 @@ def v2_named_cases(e: WorldEvent, world: World, without_grace: World) -> set[str
                 and job.owner.uid == js.uid
             ):
                 cases.add("the rules name a batch Job of a terminating JobSet")
+        podgroup = world.podgroup_named(namespace, name, e.time)
+        if podgroup is not None:
+            cases.add(f"the rules name {FAILED_TRAINJOB_PODGROUP} / {podgroup} (TrainJob)")
         for key, (rule, _) in without_grace.chain_named(namespace, name, e.time).items():
             if rule == "orphan" and key not in named:
                 cases.add(f"orphan {key[0]} younger than PODSWEEPER_ORPHAN_GRACE_SECONDS")

@@ -144,7 +144,7 @@ class TrainJobSpec:
 
 @dataclass(frozen=True)
 class IntermediateSpec:
-    """A JobSet (kind "JobSet") or a batch Job (kind "Job")."""
+    """A JobSet (kind "JobSet"), a batch Job (kind "Job") or a Volcano PodGroup (kind "PodGroup")."""
 
     kind: str
     namespace: str
@@ -157,6 +157,7 @@ class IntermediateSpec:
     failure_actions: tuple[str, ...] = ()  # a JobSet: its failurePolicy rules' actions
     skip: str | None = None
     terminating: bool = False
+    phase: str = ""  # a PodGroup's (Volcano's status.phase)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -166,7 +167,9 @@ class IntermediateSpec:
         return dict(self.labels).get(name)
 
     def render(self) -> dict:
-        if self.kind == "JobSet":
+        if self.kind == "PodGroup":
+            obj = fixtures.podgroup(None, self.name, self.namespace, phase=self.phase)
+        elif self.kind == "JobSet":
             obj = fixtures.jobset(
                 None,
                 self.name,
@@ -557,4 +560,61 @@ def successor_story(draw, taken: frozenset) -> list[tuple[int, str, object]]:
             t = story.delete(t, obj)
         again = T0 + timedelta(seconds=t + draw(st.integers(0, 1)))
         _jobset(draw, story, ns, name, f"js-next-{life}-1", owner, _seconds(again), again)
+    return story.items
+
+
+VOLCANO_ENDINGS = ("failed", "failed", "complete", "suspended", "running")
+
+
+@st.composite
+def volcano_story(draw, taken: frozenset) -> list[tuple[int, str, object]]:
+    """A TrainJob on a Volcano runtime (podGroupPolicy.volcano), drawn often so its rule is met
+    in every run of the generator: Trainer makes its PodGroup (named like it, controlled by it)
+    as it makes the JobSet; the job fails, completes, is suspended or runs on. What Volcano then
+    does, as measured: a Failed or suspended job's pods go and its PodGroup goes back Inqueue
+    (its queue reserves its minResources), or stays Pending where the capacity is short; a
+    Complete one's is Completed. Sometimes the PodGroup under the name is not this TrainJob's
+    (an earlier one's of the name, a plain Volcano Job's, nobody's), or it is being deleted."""
+    story = _Story()
+    free = [(ns, name) for ns in NAMESPACES for name in TRAIN_NAMES if (ns, name) not in taken]
+    ns, name = draw(st.sampled_from(free))
+    t = draw(st.integers(0, 300))
+    created = T0 + timedelta(seconds=t)
+    skip = draw(st.sampled_from(TRAINJOB_SKIPS))
+    tj = TrainJobSpec(
+        ns, name, f"tj-volcano-{ns}-{name}", created, (("Created", "True", created),), None, skip
+    )
+    t = story.emit(t, "add", tj)
+    whose = draw(st.sampled_from(["own", "own", "own", "earlier", "volcano-job", "none"]))
+    owners = {
+        "own": OwnerSpec(fixtures.TRAINER, "TrainJob", name, tj.uid, True),
+        "earlier": OwnerSpec(fixtures.TRAINER, "TrainJob", name, f"{tj.uid}-earlier", True),
+        "volcano-job": OwnerSpec("batch.volcano.sh/v1alpha1", "Job", name, f"vcjob-{ns}-{name}", True),
+        "none": None,
+    }
+    group = IntermediateSpec("PodGroup", ns, name, f"pg-{ns}-{name}", created, owners[whose], phase="Running")
+    t = story.emit(t, "add", group)
+    owner = OwnerSpec(fixtures.TRAINER, "TrainJob", name, tj.uid, True)
+    js, jobs, pods = _jobset(draw, story, ns, name, f"js-volcano-{ns}-{name}", owner, t, created)
+    t += draw(st.integers(5, 200))
+    ending = draw(st.sampled_from(VOLCANO_ENDINGS))
+    if ending in ("failed", "complete"):
+        how = "Failed" if ending == "failed" else "Complete"
+        at = T0 + timedelta(seconds=t)
+        t = story.change(t, tj, conditions=(("Created", "True", created), (how, "True", at)))
+    elif ending == "suspended":
+        t = story.change(t, tj, suspended=True)
+    if ending != "running":
+        for pod in pods:  # the Job controller (backoffLimit) or Trainer's suspend takes them
+            story.delete(t + draw(st.integers(0, 2)), pod)
+        phase = (
+            "Completed" if ending == "complete" else draw(st.sampled_from(["Inqueue", "Inqueue", "Pending"]))
+        )
+        t = story.change(t + 1, group, phase=phase)
+    if draw(st.integers(0, 5)) == 0:  # being deleted (a finalizer holds it)
+        t = story.change(t + draw(st.integers(1, 30)), group, terminating=True)
+    if draw(st.integers(0, 3)) == 0:  # the TrainJob goes, and its chain with it
+        t = story.delete(t + draw(st.integers(30, 400)), tj)
+        for obj in (*pods, *jobs, js, *([group] if whose == "own" else [])):
+            story.delete(t + draw(st.integers(1, 5)), obj)
     return story.items

@@ -627,8 +627,11 @@ def _pod_track(draw, index: int, lines: list) -> tuple[list[dict], bool, tuple |
 
 
 @st.composite
-def scenarios(draw, settings=None) -> Scenario:
-    """Settings plus a base stream: tracks merged by time, PingSource ticks in between."""
+def scenarios(draw, settings=None, successors: bool = True) -> Scenario:
+    """Settings plus a base stream: tracks merged by time, PingSource ticks in between.
+
+    `successors`: whether a TrainJob made again under a finished one's name may be drawn (its
+    JobSet deleted by a person and made again by Trainer while it runs)."""
     chosen = draw(settings if settings is not None else settings_strategy())
     lines = []
     for index in range(draw(st.integers(0, 4))):
@@ -708,10 +711,15 @@ def scenarios(draw, settings=None) -> Scenario:
     # The namespaces' policies, shown first (a namespace exists before what runs in it).
     for spec in draw(namespace_policies()):  # drawn last, as above
         timed.append((-1, -1, "add", spec))
-    if (
-        draw(st.integers(0, 2)) == 0
-    ):  # drawn last, as above: a TrainJob made again under a finished one's name
+    # Drawn last, as above: a TrainJob made again under a finished one's name; then a TrainJob on
+    # a Volcano runtime, under a name none of the above has.
+    if successors and draw(st.integers(0, 2)) == 0:
         for t, verb, spec in draw(model_trainer.successor_story(frozenset(taken))):
+            timed.append((t, order, verb, spec))
+            order += 1
+            taken.add((spec.namespace, spec.name))
+    if draw(st.integers(0, 2)) == 0:
+        for t, verb, spec in draw(model_trainer.volcano_story(frozenset(taken))):
             timed.append((t, order, verb, spec))
             order += 1
     timed.sort(key=lambda item: (item[0], item[1]))

@@ -128,6 +128,8 @@ UNBOUNDED_ACTIONS = frozenset({"RestartJobSetAndIgnoreMaxRestarts", "RestartJobA
 UNBOUNDED_JOBSET_RESTARTS = "unbounded-jobset-restarts"
 FINISHED_TRAINJOB_RESTARTED = "finished-trainjob-restarted"
 DEADLINE_EXCEEDED_JOBSET_RUNNING = "deadline-exceeded-jobset-running"
+FAILED_TRAINJOB_PODGROUP = "failed-trainjob-podgroup"
+PODGROUP = "PodGroup"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 TRAINER_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"  # a TrainJob's own managedBy
 ORPHAN = "orphan"
@@ -601,6 +603,24 @@ class World:
             opted_out = (job is not None and is_true(job.skip)) or is_true(w.skip)
             out[(w.kind, w.uid)] = (ORPHAN, "skip" if opted_out else "delete")
         return out
+
+    def podgroup_named(self, namespace: str, name: str, now: datetime) -> str | None:
+        """What failed-trainjob-podgroup names for the TrainJob `name` now: "warn", "skip" (its
+        opt-out) or None. A Failed TrainJob, not suspended, failed the operator grace ago, whose
+        own PodGroup (controlled by its uid, not being deleted) Volcano holds Inqueue."""
+        if not self.allowed(namespace):
+            return None
+        job = self.trainjobs.get((namespace, name))
+        group = self.workloads.get((PODGROUP, namespace, name))
+        if job is None or group is None or job.suspended:
+            return None
+        failed_at = next((at for t, s, at in job.conditions if t == "Failed" and s == "True"), None)
+        grace = self.in_force(namespace).get("operator_grace_seconds", DEFAULT_GRACE)
+        if failed_at is None or (now - failed_at).total_seconds() < grace:
+            return None
+        if group.terminating or group.phase != "Inqueue" or not controlled_by(group, TRAINJOB, job.uid):
+            return None
+        return "skip" if is_true(job.skip) else "warn"
 
     def _deadline_leftover(self, job: TrainJobSpec, own: IntermediateSpec, now: datetime) -> bool:
         """The TrainJob's own JobSet still runs pods although the TrainJob failed at its deadline."""
