@@ -160,9 +160,22 @@ def result_of(suites: dict[Suite, SuiteRun]) -> Verdict:
     return Verdict.SURVIVED if Verdict.SURVIVED in verdicts else Verdict.INCONCLUSIVE
 
 
-def write_results(rows: list[dict], examples: int, baseline: dict[Suite, SuiteRun], seconds: float) -> None:
+def tree_state() -> tuple[str, bool]:
+    """The commit the copies are taken from, and whether function/ or tests/ differed from it."""
     commit = git("rev-parse", "--short", "HEAD").strip()
-    dirty = bool(git("status", "--porcelain", "--untracked-files=no", "--", "function", "tests").strip())
+    return commit, bool(
+        git("status", "--porcelain", "--untracked-files=no", "--", "function", "tests").strip()
+    )
+
+
+def write_results(
+    rows: list[dict],
+    examples: int,
+    baseline: dict[Suite, SuiteRun],
+    seconds: float,
+    state: tuple[str, bool],
+) -> None:
+    commit, dirty = state  # taken when the copies were made: the tree may move on during a run
     caught = sum(1 for r in rows if r["result"] is Verdict.CAUGHT)
     lines = [
         "# Seeded-bug run (`make mutants`)",
@@ -250,6 +263,7 @@ def main(argv: list[str]) -> int:
         )
     used = [s for s in Suite if any(s in m.suites for m in chosen)]
     started = time.monotonic()
+    state = tree_state()
     with tempfile.TemporaryDirectory(prefix="podsweeper-mutants-") as tmp:
         copies = []
         for index in range(max(1, args.jobs)):
@@ -300,7 +314,7 @@ def main(argv: list[str]) -> int:
         left = [m.name for m in chosen if m.name not in rows]
         print(f"the budget left {len(left)} mutants for another run: {', '.join(left) or 'none'}")
     if not wanted and not sampled:
-        write_results(ordered, args.examples, baseline, time.monotonic() - started)
+        write_results(ordered, args.examples, baseline, time.monotonic() - started, state)
         print(f"written to {RESULTS.relative_to(ROOT)}")
     failing = [
         f"{r['mutant'].name} ({r['result'].value})" for r in ordered if r["result"] is not Verdict.CAUGHT
