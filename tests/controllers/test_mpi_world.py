@@ -18,7 +18,7 @@ from kubernetes import client
 from tests.fixtures.builders import for_create
 from tests.fixtures.mpi import mpijob
 from tests.support.harness.waiting import wait_for
-from tests.support.world.launcher import World
+from tests.support.world.fixtures import world_fixtures
 
 # What the upstream controllers do, pinned: run by `make world-facts` when a pinned version
 # changes (tests/support/world/facts.py), not by every CI run.
@@ -68,25 +68,7 @@ def controller_of(obj) -> client.V1OwnerReference:
     return next(o for o in obj.metadata.owner_references if o.controller)
 
 
-@pytest.fixture(scope="module")
-def world():
-    with World(mpi_operator=True) as w:
-        print(f"mpi world ready: {w.timings}")
-        yield w
-
-
-@pytest.fixture(scope="module")
-def api(world):
-    api_client = world.control_plane.api_client("admin")
-    yield api_client
-    api_client.close()
-
-
-@pytest.fixture(scope="module")
-def admin_api(api):
-    """This world's admin client in place of the session control plane's (tests/conftest.py): the
-    shared `namespace` fixture then makes each test's namespace on this world's API server."""
-    return api
+world, api, admin_api = world_fixtures(mpi_operator=True)
 
 
 @pytest.fixture

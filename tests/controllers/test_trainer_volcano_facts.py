@@ -30,7 +30,6 @@ reads the queue's numbers as its own. Run with -s to see the timeline.
 
 from __future__ import annotations
 
-import copy
 import sys
 import time
 
@@ -38,8 +37,8 @@ import pytest
 
 from tests.fixtures.trainer import trainjob
 from tests.support.harness.waiting import wait_for
-from tests.support.world.launcher import World
-from tests.support.world.trainer_world import runtimes
+from tests.support.world import trainer_world
+from tests.support.world.fixtures import world_fixtures
 from tests.support.world.trainjobs import TRAINER, Cluster, controller_of
 from tests.support.world.volcano_world import DEFAULT_QUEUE, SCHEDULER_NAME, Volcano
 
@@ -48,7 +47,7 @@ from tests.support.world.volcano_world import DEFAULT_QUEUE, SCHEDULER_NAME, Vol
 pytestmark = pytest.mark.world_facts
 
 VOLCANO = ("scheduling.volcano.sh", "v1beta1")
-QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"  # read by Trainer's Volcano plugin
+QUEUE_ANNOTATION = trainer_world.VOLCANO_QUEUE_ANNOTATION
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"  # Trainer puts it on the pods
 GPU = "nvidia.com/gpu"
 NODES, GPUS = 2, 4  # the small TrainJob: minResources 8 GPUs
@@ -66,24 +65,7 @@ def say(text: str) -> None:
     print(f"trainer-volcano: {text}", file=sys.stderr, flush=True)
 
 
-@pytest.fixture(scope="module")
-def world():
-    with World(trainer=True, volcano=True) as w:
-        yield w
-
-
-@pytest.fixture(scope="module")
-def api(world):
-    api_client = world.control_plane.api_client("admin")
-    yield api_client
-    api_client.close()
-
-
-@pytest.fixture(scope="module")
-def admin_api(api):
-    """This world's admin client in place of the session control plane's (tests/conftest.py): the
-    shared `namespace` fixture then makes each test's namespace on this world's API server."""
-    return api
+world, api, admin_api = world_fixtures(trainer=True, volcano=True)
 
 
 @pytest.fixture
@@ -111,21 +93,8 @@ def k(api, namespace, vc):
 
 
 def volcano_runtime(k: Cluster, name: str = "torch-volcano", queue: str | None = DEFAULT_QUEUE) -> dict:
-    """A namespaced TrainingRuntime: torch-distributed with `podGroupPolicy.volcano: {}`, the
-    queue annotation (unless None) and the pods' `schedulerName: volcano`."""
-    (base,) = runtimes()
-    spec = copy.deepcopy(base["spec"])
-    spec["podGroupPolicy"] = {"volcano": {}}
-    if queue is not None:
-        spec["template"].setdefault("metadata", {}).setdefault("annotations", {})[QUEUE_ANNOTATION] = queue
-    (node,) = spec["template"]["spec"]["replicatedJobs"]
-    node["template"]["spec"]["template"]["spec"]["schedulerName"] = SCHEDULER_NAME
-    rt = {
-        "apiVersion": "/".join(TRAINER),
-        "kind": "TrainingRuntime",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
+    """A namespaced TrainingRuntime on Volcano (trainer_world.volcano_runtime), made in k's namespace."""
+    rt = trainer_world.volcano_runtime(name, "TrainingRuntime", queue)
     k.custom.create_namespaced_custom_object(*TRAINER, k.ns, "trainingruntimes", rt)
     return {"name": name, "kind": "TrainingRuntime"}
 

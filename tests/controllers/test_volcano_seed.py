@@ -24,7 +24,6 @@ or patched; the Complete one gets no warning. Run with -s to see the timings.
 
 from __future__ import annotations
 
-import copy
 import sys
 import time
 from datetime import datetime
@@ -36,10 +35,10 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tests.controllers.test_scenarios import ping_event
-from tests.controllers.test_trainer_volcano_facts import GPU, GPUS, NODES, QUEUE_ANNOTATION, gang_job, phase
+from tests.controllers.test_trainer_volcano_facts import GPU, GPUS, NODES, gang_job, phase
 from tests.support import audit
 from tests.support.harness.waiting import wait_for
-from tests.support.world.trainer_world import runtimes
+from tests.support.world import trainer_world
 from tests.support.world.trainjobs import TRAINER, Cluster, controller_of
 from tests.support.world.volcano_world import DEFAULT_QUEUE, SCHEDULER_NAME, Volcano, gpu_job
 
@@ -202,23 +201,8 @@ GRACE_MARGIN = 0.5
 
 
 def volcano_cluster_runtime(custom: client.CustomObjectsApi, name: str = RUNTIME) -> dict:
-    """A ClusterTrainingRuntime as test_trainer_volcano_facts.volcano_runtime makes its namespaced
-    one: torch-distributed with `podGroupPolicy.volcano: {}`, the queue annotation and the pods'
-    `schedulerName: volcano` (Trainer v2.3.0 sets neither)."""
-    (base,) = runtimes()
-    spec = copy.deepcopy(base["spec"])
-    spec["podGroupPolicy"] = {"volcano": {}}
-    spec["template"].setdefault("metadata", {}).setdefault("annotations", {})[QUEUE_ANNOTATION] = (
-        DEFAULT_QUEUE
-    )
-    (node,) = spec["template"]["spec"]["replicatedJobs"]
-    node["template"]["spec"]["template"]["spec"]["schedulerName"] = SCHEDULER_NAME
-    rt = {
-        "apiVersion": "/".join(TRAINER),
-        "kind": "ClusterTrainingRuntime",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
+    """The ClusterTrainingRuntime on Volcano (trainer_world.volcano_runtime), queue default."""
+    rt = trainer_world.volcano_runtime(name, "ClusterTrainingRuntime", DEFAULT_QUEUE)
     try:
         custom.create_cluster_custom_object(*TRAINER, "clustertrainingruntimes", rt)
     except ApiException as error:

@@ -16,7 +16,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tests.support.harness.waiting import wait_for
-from tests.support.world.launcher import World
+from tests.support.world.fixtures import world_fixtures
 
 # What the upstream controllers do, pinned: run by `make world-facts` when a pinned version
 # changes (tests/support/world/facts.py), not by every CI run.
@@ -34,24 +34,7 @@ PLURALS = {
 }
 
 
-@pytest.fixture(scope="session")
-def world():
-    with World() as w:
-        yield w
-
-
-@pytest.fixture(scope="session")
-def api(world):
-    api_client = world.control_plane.api_client("admin")
-    yield api_client
-    api_client.close()
-
-
-@pytest.fixture(scope="session")
-def admin_api(api):
-    """This world's admin client in place of the session control plane's (tests/conftest.py): the
-    shared `namespace` fixture then makes each test's namespace on this world's API server."""
-    return api
+world, api, admin_api = world_fixtures(scope="session")
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ ClusterTrainingRuntime is created from its manifests once its webhook answers.
 from __future__ import annotations
 
 import base64
+import copy
 import datetime
 import os
 import time
@@ -101,6 +102,26 @@ def runtimes() -> list[dict]:
     module = go_module_dir(TRAINER_MODULE, TRAINER_VERSION)
     docs = load_yaml(module / "manifests/base/runtimes/torch_distributed.yaml")
     return [d for d in docs if d["kind"] == "ClusterTrainingRuntime" and d["metadata"]["name"] in RUNTIMES]
+
+
+VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"  # read by Trainer's volcano plugin
+
+
+def volcano_runtime(name: str, kind: str = "ClusterTrainingRuntime", queue: str | None = "default") -> dict:
+    """torch-distributed on Volcano, as a `kind` (ClusterTrainingRuntime or a namespaced
+    TrainingRuntime) named `name`: `podGroupPolicy.volcano: {}`, the queue annotation on the
+    template (unless None) and the pods' `schedulerName: volcano` (Trainer v2.3.0 sets neither
+    itself: tests/support/world/README.md, "Trainer with Volcano")."""
+    (base,) = runtimes()
+    spec = copy.deepcopy(base["spec"])
+    spec["podGroupPolicy"] = {"volcano": {}}
+    if queue is not None:
+        spec["template"].setdefault("metadata", {}).setdefault("annotations", {})[
+            VOLCANO_QUEUE_ANNOTATION
+        ] = queue
+    (node,) = spec["template"]["spec"]["replicatedJobs"]
+    node["template"]["spec"]["template"]["spec"]["schedulerName"] = "volcano"
+    return {"apiVersion": base["apiVersion"], "kind": kind, "metadata": {"name": name}, "spec": spec}
 
 
 def webhook_paths() -> list[str]:
