@@ -718,7 +718,7 @@ def scenarios(draw, settings=None, successors: bool = True) -> Scenario:
             timed.append((t, order, verb, spec))
             order += 1
             taken.add((spec.namespace, spec.name))
-    if draw(st.integers(0, 2)) == 0:
+    if draw(st.integers(0, 1)) == 0:
         for t, verb, spec in draw(model_trainer.volcano_story(frozenset(taken))):
             timed.append((t, order, verb, spec))
             order += 1
