@@ -177,6 +177,17 @@ def test_c_live_the_seed_is_cleaned_through_the_generated_chain(eventing):
     core = client.CoreV1Api(eventing.admin)
     custom = client.CustomObjectsApi(eventing.admin)
     core.create_namespace({"metadata": {"name": SEED_NS}})
+    # A new namespace replaces the adapter (test_e): the clock below measures podsweeper on a
+    # watched namespace, so the job starts once the one adapter running watches it (its
+    # start returns once watching). Replaced in 3-6 s measured; a CI run under load missed the
+    # Succeeded event to the replacement and took 18.7 s.
+    from tests.support.knative.eventing import RECEIVE_ADAPTER_IMAGE
+
+    def watching_seed() -> bool:
+        running = eventing.kubelet.running(RECEIVE_ADAPTER_IMAGE)
+        return len(running) == 1 and SEED_NS in json.loads(running[0].env["K_SOURCE_CONFIG"])["namespaces"]
+
+    wait_for("the one adapter running watching the seed's namespace", watching_seed, timeout=120)
     (job,) = [d for d in yaml.safe_load_all(SEED.read_text()) if d]
     custom.create_namespaced_custom_object("kubeflow.org", "v1", SEED_NS, "pytorchjobs", job)
 
