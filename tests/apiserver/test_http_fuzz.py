@@ -23,11 +23,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 from kubernetes import client
 
+from tests.apiserver.fuzz import Generator, Request
 from tests.fixtures import builders
 from tests.fixtures.builders import SECRET, at, for_create
 from tests.fixtures.builders import container_status as cs
 from tests.support import figures, seeds
-from tests.support.fuzz import Generator, Request
 from tests.support.harness.served import Served, unreachable_kubeconfig
 from tests.support.stack.players import Play
 

@@ -30,9 +30,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.controllers.disruption import deletes, finish, job_and_bystander, judged, uids, wait_deletes
 from tests.support import audit, figures
 from tests.support.adapter.ping import FAST_SCHEDULE
-from tests.support.disruption import deletes, finish, job_and_bystander, judged, uids, wait_deletes
 from tests.support.faultproxy import Rule, kubeconfig_through, proxy_for
 from tests.support.harness.waiting import wait_for
 from tests.support.stack import Stack

@@ -8,7 +8,7 @@ on a control plane that audits the function's requests (tests/support/audit.py),
 beside it: 100 running PyTorchJobs with 100 pods each (tests/support/bulk.py), managed
 elsewhere (the operator leaves them alone) and unscheduled, so nothing any rule names; each
 test's own namespace holds the jobs that matter. The judge is the one of test_disruption.py
-(tests/support/disruption.py).
+(tests/controllers/disruption.py).
 
 What the adapter does with what exists is read from its source (knative.dev/eventing v0.49.2,
 pkg/adapter/apiserver/delegate.go): its reflectors' store sends an event for each add, update
@@ -28,10 +28,10 @@ from dataclasses import dataclass
 import pytest
 
 from podsweeper.ownership import JOB_NAME_LABEL
+from tests.controllers.disruption import deletes, finish, job_and_bystander, judged, since, uids
 from tests.support import audit, figures
 from tests.support.adapter.ping import FAST_SCHEDULE
 from tests.support.bulk import RawApi, crowd
-from tests.support.disruption import deletes, finish, job_and_bystander, judged, since, uids
 from tests.support.harness.waiting import wait_for
 from tests.support.stack import observe
 from tests.support.stack.users import User

@@ -1,5 +1,5 @@
 """The soak: minutes (CI) or an hour (`make soak`) of churn on the real world, judged from
-the API server's audit log (tests/support/soak/).
+the API server's audit log (tests/controllers/soak/).
 
 Training operator v1.9.4, controller manager (its garbage collector orphans or removes a
 deleted job's pods), scheduler, kwok; Knative's real adapter and mtping. Two function
@@ -27,11 +27,11 @@ from collections import Counter
 
 import pytest
 
+from tests.controllers.soak.churn import LEAD, Churn
+from tests.controllers.soak.judge import Graces, still_named, wrong_deletes
+from tests.controllers.soak.timeline import ACTIVE, Timeline
 from tests.support import audit, figures
 from tests.support.harness.waiting import wait_for
-from tests.support.soak.churn import LEAD, Churn
-from tests.support.soak.judge import Graces, still_named, wrong_deletes
-from tests.support.soak.timeline import ACTIVE, Timeline
 from tests.support.stack import Stack
 from tests.support.stack.finish import finish_stacks
 from tests.support.stack.users import KINDS

@@ -35,10 +35,10 @@ import uuid
 import pytest
 from kubernetes import client
 
+from tests.controllers.refuse_delete import RefuseDeletes
 from tests.fixtures.trainer import trainjob
 from tests.support.harness.waiting import wait_for
 from tests.support.world.launcher import World
-from tests.support.world.refuse_delete import RefuseDeletes
 from tests.support.world.trainjobs import JOBSET, TRAINER, Cluster
 
 DEADLINE = 8  # activeDeadlineSeconds, counted by Trainer from creationTimestamp (whole seconds)

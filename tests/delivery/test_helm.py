@@ -27,8 +27,8 @@ import re
 import pytest
 import yaml
 
+from tests.delivery.helm import HelmError, lint, template
 from tests.delivery.test_manifests import REPO, env_of
-from tests.support.tools.helm import HelmError, lint, template
 
 CHART = REPO / "charts" / "podsweeper"
 

@@ -1,7 +1,7 @@
 """The Dockerfile, built and run without Docker (buildah, vfs storage, chroot isolation).
 
 The base is a debootstrapped Debian bookworm with only python3 + python3-venv (no pip outside a
-venv), made once and cached in buildah's storage (tests/support/tools/image.py). The image is rebuilt
+venv), made once and cached in buildah's storage (tests/delivery/image.py). The image is rebuilt
 every run, started with its own CMD on a free loopback port, and must answer /healthz and an
 irrelevant pod CloudEvent (binary mode, as Knative's ApiServerSource sends it) with 2xx, as a
 numeric non-root user. Needs root; buildah/debootstrap are installed with apt-get if missing.
@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.delivery import image
 from tests.support.harness.ports import free_port
 from tests.support.harness.served import IMAGE_ENV, SERVE_COMMAND
-from tests.support.tools import image
 
 REPO = Path(__file__).resolve().parents[2]
 TAG = "localhost/podsweeper:test"

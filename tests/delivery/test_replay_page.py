@@ -13,8 +13,8 @@ import pytest
 from podsweeper.config import Settings
 from podsweeper.page import page
 from podsweeper.replay import replay
+from tests.delivery.chromium import ARGS, ensure_chromium
 from tests.fixtures import scenarios
-from tests.support.tools.chromium import ARGS, ensure_chromium
 
 SEED_2 = Path(scenarios.__file__).parent / "seed-experiment-2.jsonl"
 

@@ -10,12 +10,12 @@ Two harnesses, both through the function's own Pipeline and SimulatedCluster:
   server) changes with every event, while the function is *notified* of those changes late,
   twice or never, in Resource or Reference mode; then PingSource ticks.
 
-* **Lies** (tests/support/liars.py): the live world notified at once, with lying payloads
+* **Lies** (tests/replay/liars.py): the live world notified at once, with lying payloads
   between its changes (claims the world does not back, deletes of what exists), never applied
   to it: each decision must still be what the rules name for the world, each record and log
   read what the world shows.
 
-Invariants, judged by tests/support/oracle.py (docs/rules.md restated, no engine code):
+Invariants, judged by tests/replay/oracle.py (docs/rules.md restated, no engine code):
 
 * safety: every decision about a pod is exactly the (rule, action) the rules name for that
   pod at that moment; a delete only of a pod that exists with that uid; `no-backoff-limit`
@@ -80,12 +80,11 @@ from podsweeper.passes import Passes
 from podsweeper.pipeline import Pipeline
 from podsweeper.replay import replay
 from podsweeper.sweep import Sweeper, SweepRun
-from tests.support import figures, seeds
-from tests.support import model_world as world_tables
-from tests.support.liars import Lie, RecordingCluster, RecordJudge, lie_specs
-from tests.support.model_mpi import LauncherJobSpec, unwatched
-from tests.support.model_trainer import ChainPodSpec, IntermediateSpec, TrainJobSpec
-from tests.support.model_world import (
+from tests.replay import model_world as world_tables
+from tests.replay.liars import Lie, RecordingCluster, RecordJudge, lie_specs
+from tests.replay.model_mpi import LauncherJobSpec, unwatched
+from tests.replay.model_trainer import ChainPodSpec, IntermediateSpec, TrainJobSpec
+from tests.replay.model_world import (
     JobSpec,
     NamespaceSpec,
     PodSpec,
@@ -99,7 +98,7 @@ from tests.support.model_world import (
     with_duplicates,
     with_stale_retries,
 )
-from tests.support.oracle import (
+from tests.replay.oracle import (
     BATCH_JOB,
     FAILED_TRAINJOB_PODGROUP,
     FINISHED_TRAINJOB_RESTARTED,
@@ -119,6 +118,7 @@ from tests.support.oracle import (
     launcher_of,
     unsettled,
 )
+from tests.support import figures, seeds
 
 # Reproducible in CI: the same examples on every run, no example database between runs;
 # PODSWEEPER_TEST_SEED=N (make fresh) draws new ones from seed N instead (tests/support/seeds.py).
@@ -541,7 +541,7 @@ def _at(seconds: int):
 def _v2_chain(*, conditions=(), failure_actions=(), terminating=False, uid="tj"):
     """A TrainJob "a" in team-a (created at 0), its JobSet and one marked batch Job."""
     from tests.fixtures import trainer as fixtures
-    from tests.support.model_trainer import MARK, NAME_LABEL, UID_LABEL
+    from tests.replay.model_trainer import MARK, NAME_LABEL, UID_LABEL
 
     tj = TrainJobSpec("team-a", "a", uid, _at(0), conditions, None, None)
     js = IntermediateSpec(
@@ -595,7 +595,7 @@ def failed_not_at_its_deadline() -> Scenario:
     but the mutant deadline-jobset-any-failure survived the property suite (caught by the unit
     suite alone) in `make mutants` and five runs of it alone since the namespace policies
     changed the derandomized draws; with this example it is caught in seconds."""
-    from tests.support.model_trainer import BATCH_API, _pod_labels
+    from tests.replay.model_trainer import BATCH_API, _pod_labels
 
     failed = (("Created", "True", _at(0)), ("Failed", "True", _at(100)))
     tj, js, job = _v2_chain(conditions=failed, uid="other")
@@ -797,7 +797,7 @@ def test_a_sweep_in_rounds_nominates_what_one_full_listing_does(scenario, page_s
 def _parsed(e: WorldEvent):
     """The world change as the simulated API server stores it."""
     from tests.fixtures.parse import parse_intermediate, parse_job, parse_pod
-    from tests.support.model_world import render_object
+    from tests.replay.model_world import render_object
 
     obj = render_object(e.spec)
     if isinstance(e.spec, NamespaceSpec):
@@ -811,7 +811,7 @@ def _parsed(e: WorldEvent):
 
 
 class RecordingApiServer(RecordingCluster, ApiServer):
-    """The live harness's API server, recording every write and log read (tests/support/liars.py)."""
+    """The live harness's API server, recording every write and log read (tests/replay/liars.py)."""
 
 
 def pod_job(spec) -> tuple[str, str] | None:
@@ -869,7 +869,7 @@ def check_lie_outcome(world: World, outcome, lie: Lie, now) -> None:
 def test_lies_among_the_truth_act_and_record_only_what_the_world_names(scenario, rng: random.Random):
     """Issue "Trust against a liar": any pod may POST to the function, so a payload is a claim.
     Each world change is notified at once (Resource or Reference mode) and, after it, lies
-    about what the world holds or held (tests/support/liars.py: finishes, failures, owners,
+    about what the world holds or held (tests/replay/liars.py: finishes, failures, owners,
     uids, restart counts, container states, pods named after others, deletes of what exists),
     never applied to the world. Every decision, truthful or lied to, must be what the rules
     name for the world at that moment (oracle.py, as the live harness judges); every log read

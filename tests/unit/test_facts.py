@@ -229,8 +229,8 @@ def test_the_test_side_imports_no_package_tables():
         "tests.fixtures.trainer",
         "tests.fixtures.mpi",
         "tests.fixtures.scenarios",
-        "tests.support.fuzz",
-        "tests.support.oracle",
+        "tests.apiserver.fuzz",
+        "tests.replay.oracle",
     )
     code = (
         "import importlib, sys\n"

@@ -5,7 +5,7 @@ from the API server may lead to an act (delete, suspend), a record (evidence sto
 mark), a log read or a notice (an Event). Each test builds one healthy world in the simulated
 cluster (as a live API server: a job it lacks is gone), handles one lying event and the
 truthful event of the same object on two copies of it, and requires the same decisions and the
-same calls (tests/support/liars.py records every write and log read): for these worlds, none.
+same calls (tests/replay/liars.py records every write and log read): for these worlds, none.
 
 The first two are the reproductions found at f7bc08b: a TrainJob `update` claiming Failed had
 a running TrainJob suspended (a finish mark written, dated at its JobSet's creation), and a pod
@@ -30,7 +30,7 @@ from tests.fixtures import trainer as v2
 from tests.fixtures.builders import at, controller_ref, event, job, pod, split, stamp
 from tests.fixtures.builders import container_status as cs
 from tests.fixtures.parse import parse_intermediate, parse_job, parse_pod
-from tests.support.liars import Effect, RecordingCluster
+from tests.replay.liars import Effect, RecordingCluster
 
 NOW = at(600)  # past every grace: whatever the fresh state names, it names now
 Objects = list[dict[str, Any]]

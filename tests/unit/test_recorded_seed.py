@@ -1,7 +1,7 @@
 """The seed's experiments as recorded from a real run (tests/fixtures/recorded/), replayed.
 
 No control plane needed: these files were written by `podsweeper record` while
-tests/support/stack/record_seed.py (`python -m tests.support.stack.record_seed --world real`) ran the experiments
+tests/fixtures/recorded/record_seed.py (`python -m tests.fixtures.recorded.record_seed --world real`) ran the experiments
 in the real Kubeflow world (tests/support/world: training operator v1.9.4, garbage collector,
 scheduler, kwok nodes), so they carry what the operator and the API really write (its
 status, replicaStatuses, Services' owners, kwok's pod statuses, managedFields,

@@ -1,7 +1,7 @@
 """Trainer v2 scenarios as recorded from the real controllers (tests/fixtures/recorded/trainer-*),
 replayed.
 
-`python -m tests.support.stack.record_trainer` wrote them with `podsweeper record` (the adapter's read-only
+`python -m tests.fixtures.recorded.record_trainer` wrote them with `podsweeper record` (the adapter's read-only
 identity, Resource mode) while Trainer v2.3.0, JobSet v0.12.0, the Job controller, the garbage
 collector and kwok ran the TrainJobs; no podsweeper ran. So the objects are what those
 controllers write: a JobSet with no labels whose only tie to the TrainJob is its ownerReference,

@@ -179,10 +179,6 @@ class Prometheus(Process):
         response = requests.get(f"{self.url}/api/v1/label/{match['label']}/values", params=params, timeout=30)
         return response.json()
 
-    def targets_up(self) -> list[dict]:
-        body = requests.get(f"{self.url}/api/v1/targets", timeout=10).json()
-        return body["data"]["activeTargets"]
-
     def wait_for(self, expr: str, *, timeout: float, what: str = "") -> list[dict]:
         """Poll an instant query until it returns a non-empty vector; its result, or raise."""
         deadline = time.monotonic() + timeout

@@ -104,30 +104,6 @@ class Play:
         )
         self._note(f"user: deleted {job['kind']} {job['metadata']['name']}")
 
-    def garbage_collect_orphaned(self, job: dict, pods: Iterable[str]) -> None:
-        """Kubernetes' garbage collector after `delete --cascade=orphan`: it removes the
-        job's ownerReference from each pod, then the job's `orphan` finalizer (the job goes)."""
-        for name in pods:
-            self.core.patch_namespaced_pod(
-                name,
-                self.namespace,
-                {"metadata": {"ownerReferences": None}},
-                _content_type=MERGE_PATCH,
-                _preload_content=False,
-            )
-            self._note(f"gc: pod {name} orphaned")
-        self.custom.patch_namespaced_custom_object(
-            kinds.GROUP,
-            _version(job),
-            self.namespace,
-            _plural(job),
-            job["metadata"]["name"],
-            {"metadata": {"finalizers": None}},
-            _content_type=MERGE_PATCH,
-            _preload_content=False,
-        )
-        self._note(f"gc: {job['kind']} {job['metadata']['name']} finalizer removed")
-
     # -- the operator --------------------------------------------------------------------
     def create_pods(self, job: dict, **pod_kwargs) -> dict[str, dict]:
         """Every replica's pod, labelled and owned by `job` (as stored), Pending."""

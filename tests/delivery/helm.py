@@ -9,7 +9,7 @@ Build time of v3.22.0 with Go 1.26.8 on this 2-core machine, shared with other w
 cold (an empty GOCACHE and none of its modules downloaded yet), 102 s cold on the idle machine
 with its modules downloaded, ~9 s with the build cache warm (the link alone). Once built, the cached binary is reused.
 
-    python -m tests.support.tools.helm template charts/podsweeper [VALUES.yaml]   # print the render
+    python -m tests.delivery.helm template charts/podsweeper [VALUES.yaml]   # print the render
 """
 
 from __future__ import annotations
@@ -92,6 +92,6 @@ def lint(chart: Path | str, values: dict | None = None, namespace: str = "podswe
 
 if __name__ == "__main__":
     if len(sys.argv) not in (3, 4) or sys.argv[1] != "template":
-        sys.exit("usage: python -m tests.support.tools.helm template CHART [VALUES.yaml]")
+        sys.exit("usage: python -m tests.delivery.helm template CHART [VALUES.yaml]")
     given = yaml.safe_load(Path(sys.argv[3]).read_text()) if len(sys.argv) == 4 else {}
     sys.stdout.write(template_text(sys.argv[2], given))

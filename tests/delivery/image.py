@@ -4,8 +4,8 @@ No container registry is reachable here, so the base image is made locally: debo
 minimal Debian bookworm with python3 + python3-venv and import it as
 ``localhost/debian-python:bookworm`` (cached in buildah's storage; ~45 s the first time).
 
-    python -m tests.support.tools.image base            # make the base image if missing
-    python -m tests.support.tools.image build [TAG]     # build the Dockerfile on it (default localhost/podsweeper:dev)
+    python -m tests.delivery.image base            # make the base image if missing
+    python -m tests.delivery.image build [TAG]     # build the Dockerfile on it (default localhost/podsweeper:dev)
 
 Everything needs root (apt-get, debootstrap, buildah's vfs storage); tools missing on a fresh
 machine are installed with apt-get.

@@ -28,9 +28,9 @@ from typing import Any
 from podsweeper.cluster.simulated import SimulatedCluster
 from podsweeper.decisions import Result
 from podsweeper.model import EventRecord, FinishMark, JobRef
-from tests.support.model_mpi import LauncherJobSpec
-from tests.support.model_trainer import ChainPodSpec, IntermediateSpec, TrainJobSpec
-from tests.support.model_world import KINDS, ContainerSpec, JobSpec, OwnerSpec, PodSpec
+from tests.replay.model_mpi import LauncherJobSpec
+from tests.replay.model_trainer import ChainPodSpec, IntermediateSpec, TrainJobSpec
+from tests.replay.model_world import KINDS, ContainerSpec, JobSpec, OwnerSpec, PodSpec
 
 # What a lie may not cause: (what, namespace, name, detail) per call.
 Effect = tuple[str, ...]

@@ -23,8 +23,8 @@ from datetime import timedelta
 from hypothesis import strategies as st
 
 from tests.fixtures import builders
-from tests.support.model_trainer import IntermediateSpec
-from tests.support.model_world import (
+from tests.replay.model_trainer import IntermediateSpec
+from tests.replay.model_world import (
     JOB_NAMES,
     NAMESPACES,
     OFTEN_SKIP_VALUES,

@@ -679,7 +679,7 @@ def scenarios(draw, settings=None, successors: bool = True) -> Scenario:
         pod_lives[key] = track(specs, deleted, t)
     # MPIJob v2beta1 launcher chains (a key no MPIJob line above has), and Trainer v2 lineages
     # and their look-alikes, in the same namespaces and under the same names.
-    from tests.support import model_mpi, model_trainer  # they build on this module's specs
+    from tests.replay import model_mpi, model_trainer  # they build on this module's specs
 
     v2, taken = [], set()
     for index in range(draw(st.sampled_from([0, 1, 1, 2]))):

@@ -18,8 +18,8 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 
+from tests.controllers.soak.timeline import ACTIVE, JobLife, Timeline, epoch
 from tests.support.audit import Call
-from tests.support.soak.timeline import ACTIVE, JobLife, Timeline, epoch
 
 SLACK = 0.25  # seconds: the function's clock and the API server's are this machine's
 

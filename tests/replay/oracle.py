@@ -99,9 +99,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from tests.support.model_mpi import LauncherJobSpec
-from tests.support.model_trainer import IntermediateSpec, TrainJobSpec
-from tests.support.model_world import T0, JobSpec, NamespaceSpec, PodSpec
+from tests.replay.model_mpi import LauncherJobSpec
+from tests.replay.model_trainer import IntermediateSpec, TrainJobSpec
+from tests.replay.model_world import T0, JobSpec, NamespaceSpec, PodSpec
 
 GROUP = "kubeflow.org"
 VERSIONS = {

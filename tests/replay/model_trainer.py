@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 
 from tests.fixtures import builders
 from tests.fixtures import trainer as fixtures
-from tests.support.model_world import (
+from tests.replay.model_world import (
     NAMESPACES,
     OFTEN_SKIP_VALUES,
     SKIP_VALUES,
