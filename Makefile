@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 UNIT_STAMP := $(VENV)/.installed-unit
 FULL_STAMP := $(VENV)/.installed-full
 
-.PHONY: demo test lint unit replay apiserver controllers delivery bench dev fixtures mutants mutants-sample fresh clean source-scale soak world-facts
+.PHONY: demo test lint unit replay apiserver controllers delivery bench dev fixtures mutants mutants-sample fresh clean source-scale soak world-facts node
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -158,6 +158,12 @@ world-facts: $(FULL_STAMP)
 	PODSWEEPER_DURATIONS_FILE=$(CURDIR)/out/world-facts-durations.json \
 	$(PY) -m pytest -p no:cacheprovider -m world_facts tests/controllers --junitxml=out/world-facts.xml
 	$(PY) -m tests.support.world.facts --write $$(grep -o 'tests="[0-9]*"' out/world-facts.xml | head -1 | tr -dc 0-9)
+
+## A real node (issue 41): the kubelet built from the control plane's module, Debian's containerd,
+## runc and CNI plugins (apt-get on first use), in a network namespace with a veth to the host; a
+## real crash loop and its logs through the API. Root; not in `make test` (tests/node, marker node).
+node: $(FULL_STAMP)
+	PODSWEEPER_DURATIONS_FILE=$(CURDIR)/out/node-durations.json $(PY) -m pytest -m node tests/node
 
 fixtures: $(UNIT_STAMP)
 	$(PY) -m tests.fixtures.scenarios
