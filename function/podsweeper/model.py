@@ -128,6 +128,9 @@ class Pod:
     batch_job: Owner | None = None
     # metadata.deletionTimestamp: when the pod's grace period ends (set once it is terminating).
     deletion_due: datetime | None = None
+    # Its owner's word on a force delete (kinds.KUEUE_SAFE_TO_FORCEFULLY_DELETE): True, False,
+    # or None when the annotation is absent or says neither.
+    safe_to_force_delete: bool | None = None
 
     @property
     def active(self) -> bool:

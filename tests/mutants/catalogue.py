@@ -781,6 +781,22 @@ MUTANTS: tuple[Mutant, ...] = (
         (UNIT,),
     ),
     Mutant(
+        "kueue-unsafe-forced",
+        "rules/stuck_terminating.py",
+        "    if limit is None or pod.safe_to_force_delete is False:",
+        "    if limit is None:",
+        "stuck-terminating force-deletes a pod whose owner said safe-to-forcefully-delete: false",
+        (UNIT, PROPERTY),
+    ),
+    Mutant(
+        "kueue-raced",
+        "rules/stuck_terminating.py",
+        "        return max(limit, KUEUE_FORCEFUL_TERMINATION_SECONDS + ctx.settings.operator_grace_seconds)",
+        "        return limit",
+        "stuck-terminating force-deletes a safe-to-forcefully-delete pod before Kueue's own turn and the grace",
+        (UNIT, PROPERTY),
+    ),
+    Mutant(
         "delete-grace-zero",
         "cluster/kube/writes.py",
         '            **({"gracePeriodSeconds": 0} if force else {}),',

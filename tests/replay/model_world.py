@@ -76,6 +76,10 @@ CONTAINER_STATES = ("running", "crashloop", "crashloop", "creating", "terminated
 # Nodes the v1 pods run on, each in one state for the whole scenario (rule stuck-terminating:
 # a pod terminating on a node that is NotReady, Unknown or gone). A replay knows no nodes.
 NODES = ("node-0", "node-1", "node-2")
+# Kueue's annotation, by the pod line's index (not drawn: a new draw would change every example
+# after it): absent, the owner's yes, the owner's no.
+KUEUE_SAFE = "kueue.x-k8s.io/safe-to-forcefully-delete"
+KUEUE_SAFE_VALUES = (None, "true", "false")
 NODE_STATES = ("Ready", "NotReady", "Unknown", "gone")
 
 
@@ -133,6 +137,8 @@ class PodSpec:
     terminating: bool
     created: datetime | None
     node: str | None = None  # spec.nodeName
+    # Kueue's kueue.x-k8s.io/safe-to-forcefully-delete: the owner's word on a force delete.
+    kueue_safe: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -298,7 +304,10 @@ def render_pod(spec: PodSpec) -> dict:
         containers=containers or None,
         created=spec.created or T0,
         pod_uid=spec.uid,
-        annotations={"podsweeper.dev/skip": spec.skip} if spec.skip is not None else {},
+        annotations={
+            **({"podsweeper.dev/skip": spec.skip} if spec.skip is not None else {}),
+            **({KUEUE_SAFE: spec.kueue_safe} if spec.kueue_safe is not None else {}),
+        },
         deleting_at=spec.created or T0 if spec.terminating else None,
         node=spec.node,
     )
@@ -365,7 +374,9 @@ def settings_strategy(
             "operator_grace_seconds": st.sampled_from([30, 30, 0, 120]),
             "max_deletes_per_event": max_deletes,
             "dry_run": dry_run,
-            "stuck_terminating_seconds": st.sampled_from([None, None, None, 300]),
+            # 30: shorter than Kueue's turn (60 s) and the grace, which a safe-to-forcefully-delete
+            # pod waits for first.
+            "stuck_terminating_seconds": st.sampled_from([None, None, 30, 300]),
             # The bounds of the namespace policies (NAMESPACE_POLICIES): what a namespace may lift.
             "namespace_live_allowed": live_allowed,
             "namespace_crashloop_actions": st.sampled_from(["", "", "suspend", "delete,suspend"]),
@@ -497,6 +508,47 @@ SEED_RESTARTS = (1, 3, 5, 8)
 
 
 @st.composite
+def _kueue_story(draw, taken: frozenset, lost: tuple[str, ...]) -> list[tuple[int, str, object]]:
+    """A finished job's worker whose owner said `safe-to-forcefully-delete: "true"`, deleted
+    while its node is lost: a sweep within Kueue's turn (60 s, then the grace) must keep it, a
+    later one takes it. (seconds, verb, spec; a ping's spec is None)."""
+    free = [(k, ns, n) for k in KINDS for ns in NAMESPACES for n in JOB_NAMES if (k, ns, n) not in taken]
+    kind, namespace, name = draw(st.sampled_from(free))
+    start = draw(st.integers(0, 600))
+    job = JobSpec(
+        kind=kind,
+        api_version="kubeflow.org/v1",
+        namespace=namespace,
+        name=name,
+        uid=f"kueue-job-{kind}-{namespace}-{name}",
+        run_policy_clean=None,
+        top_level_clean=None,
+        backoff_limit=0,
+        active_deadline=None,
+        restart_policy="Never",
+        skip=None,
+        conditions=SEED_RUNNING[:1] + (("Running", "False"), ("Succeeded", "True")),
+        since=T0 + timedelta(seconds=start),
+    )
+    pod = PodSpec(
+        namespace,
+        f"{name}-worker-9",  # not a name the other pod tracks draw
+        f"kueue-pod-{kind}-{namespace}-{name}",
+        _owner("owned", job, name, kind, job.uid),
+        _labels("owned", name, kind),
+        "Running",
+        (),
+        None,
+        True,  # deleted at its creation: the deletionTimestamp the generated pods carry
+        T0 + timedelta(seconds=start),
+        draw(st.sampled_from(lost)),
+        kueue_safe=draw(st.sampled_from(("true", "true", "false"))),
+    )
+    within = start + draw(st.integers(31, 59))  # past a 30 s limit, within Kueue's 60 s
+    return [(start, "add", job), (start, "add", pod), (within, "ping", None), (within + 400, "ping", None)]
+
+
+@st.composite
 def _seed_story(draw, taken: frozenset) -> list[tuple[int, str, object]]:
     """The lab note's story, drawn often so its rules are met in every run of the generator,
     not by luck: a job with no backoffLimit whose workers crash-loop, restarts growing; the job
@@ -621,6 +673,7 @@ def _pod_track(draw, index: int, lines: list) -> tuple[list[dict], bool, tuple |
                 terminating=terminating,
                 created=created if created_choice != "at-add" else "at-add",
                 node=node,
+                kueue_safe=KUEUE_SAFE_VALUES[index % len(KUEUE_SAFE_VALUES)],
             )
         )
     return states, draw(st.integers(0, 3)) == 0, line  # deleted by someone at the end
@@ -720,6 +773,14 @@ def scenarios(draw, settings=None, successors: bool = True) -> Scenario:
             taken.add((spec.namespace, spec.name))
     if draw(st.integers(0, 1)) == 0:
         for t, verb, spec in draw(model_trainer.volcano_story(frozenset(taken))):
+            timed.append((t, order, verb, spec))
+            order += 1
+    # Drawn last, as above: a pod whose owner said safe-to-forcefully-delete, stuck on a lost
+    # node, with sweeps within Kueue's turn and after it.
+    lost = sorted(name for name, state in nodes.items() if state != "Ready")
+    if lost and draw(st.integers(0, 1)) == 0:
+        taken_keys = {(kind, ns, name) for _, kind, ns, name in lines} | {("MPIJob", *k) for k in mpi_taken}
+        for t, verb, spec in draw(_kueue_story(frozenset(taken_keys), tuple(lost))):
             timed.append((t, order, verb, spec))
             order += 1
     timed.sort(key=lambda item: (item[0], item[1]))

@@ -33,7 +33,8 @@ silent" agrees with each):
   (its controller a training kind, or its labels naming one; never another controller's, never
   an mpi-operator launcher's), terminating, on a node (spec.nodeName) that is NotReady,
   Unknown or gone, whose deletionTimestamp is at least that many seconds ago: force-delete;
-  skip when the pod or the job of its name opts out. Only the sweep decides it, over the pods
+  skip when the pod or the job of its name opts out. Kueue's safe-to-forcefully-delete on the
+  pod: "false", never; "true", not before 60 s plus the operator grace in force (Kueue's turn). Only the sweep decides it, over the pods
   a LIST by the training labels finds. A replay knows no nodes (every node counts as Ready),
   so there it never fires;
 * liveness is owed only for pods the API can find by label (`training.kubeflow.org/job-name`,
@@ -536,8 +537,11 @@ class World:
         owner = belongs(pod)
         if owner is None:
             return None
-        if self.nodes.get(pod.node, "Ready") == "Ready":
-            return None
+        if self.nodes.get(pod.node, "Ready") == "Ready" or pod.kueue_safe == "false":
+            return None  # a kubelet is there; or the owner said a force delete is not safe
+        if pod.kueue_safe == "true":  # Kueue's own failure recovery has 60 s, then the grace
+            grace = self.in_force(pod.namespace).get("operator_grace_seconds", DEFAULT_GRACE)
+            limit = max(limit, 60 + grace)
         deleted_at = pod.created or T0  # the generated pods' deletionTimestamp
         if (now - deleted_at).total_seconds() < limit:
             return None

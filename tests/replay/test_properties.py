@@ -1077,6 +1077,10 @@ V2_NAMED_AT_LEAST = 5  # scenarios (of COVERAGE_EXAMPLES) in which each v2 named
 # finished less than PODSWEEPER_OPERATOR_GRACE_SECONDS ago): the seeded bug that ignores the
 # grace is caught only where this occurs, so it must be common, not merely reached.
 LEFT_TO_THE_OPERATOR = "finished job's pod left to its operator's own cleanup (within the operator grace)"
+# Kueue's safe-to-forcefully-delete on a stuck pod: "true" waits Kueue's turn and the grace,
+# "false" is never force-deleted (a sweep that would have taken the pod without it).
+SWEPT_IN_KUEUES_TURN = "stuck pod safe-to-forcefully-delete, swept within Kueue's turn: kept"
+NOT_SAFE_KEPT = "stuck pod not safe-to-forcefully-delete on a lost node: kept"
 LEFT_TO_THE_OPERATOR_AT_LEAST = 15
 NAMESPACE_KNOBS = (
     "podsweeper.dev/mode",
@@ -1153,6 +1157,8 @@ EVERY_CASE = frozenset(
         "terminating pod on a NotReady node",
         "terminating pod on a Unknown node",
         "terminating pod on a gone node",
+        SWEPT_IN_KUEUES_TURN,
+        NOT_SAFE_KEPT,
         "settings: nothing excluded",
         "finished job's active pod kept because PODSWEEPER_SWEEP_ACTIVE_PODS=false",
         LEFT_TO_THE_OPERATOR,
@@ -1243,6 +1249,13 @@ def generated_cases(scenario: Scenario) -> set[str]:
         spec = e.spec
         if spec is None:
             cases.add("PingSource tick within the stream")
+            for pod in live.pods.values():
+                without = dataclasses.replace(pod, kueue_safe=None)
+                waits = (
+                    live.named_stuck(pod, e.time) is None and live.named_stuck(without, e.time) is not None
+                )
+                if pod.kueue_safe == "true" and waits:
+                    cases.add(SWEPT_IN_KUEUES_TURN)
             continue
         if isinstance(spec, NamespaceSpec):
             # Every world applies the namespace's policy: a world without it names pods the
@@ -1351,6 +1364,9 @@ def generated_cases(scenario: Scenario) -> set[str]:
                 cases.add(f"the rules name {stuck[0]} / {stuck[1]}")
             elif pod.terminating and pod.node is not None and labelled(pod):
                 cases.add(f"terminating pod on a {live.nodes.get(pod.node, 'Ready')} node")
+                without = dataclasses.replace(pod, kueue_safe=None)
+                if pod.kueue_safe == "false" and live.named_stuck(without, e.time + AFTER_EVERY_GRACE):
+                    cases.add(NOT_SAFE_KEPT)
         for pod in world.pods.values():
             named = world.named(pod, e.time)
             if named is not None:

@@ -160,3 +160,57 @@ def test_a_nodes_ready_condition_is_read_strictly():
     assert decode_node(body({"type": "MemoryPressure", "status": "False"})).ready is NodeReady.UNKNOWN
     with pytest.raises(BadEvent, match="Maybe"):
         decode_node(body({"type": "Ready", "status": "Maybe"}))
+
+
+def kueue_world(consent: str) -> NodesCluster:
+    """Two workers stuck on the lost node, both carrying Kueue's annotation with `consent`."""
+    deleting_at = at(100)
+    j = job(conditions=SUCCEEDED)
+    cluster = NodesCluster()
+    cluster.observe(Verb.ADD, parse_job(j))
+    annotations = {"kueue.x-k8s.io/safe-to-forcefully-delete": consent}
+    for i in range(2):
+        raw = pod(
+            j, "Worker", i, phase="Running", node="lost", deleting_at=deleting_at, annotations=annotations
+        )
+        cluster.observe(Verb.ADD, parse_pod(raw))
+    cluster.nodes["lost"] = Node("lost", NodeReady.UNKNOWN, at(90))
+    return cluster
+
+
+@pytest.mark.parametrize("consent", ["true", "false", "True", ""])
+def test_the_annotation_is_read_as_kueue_reads_it(consent):
+    """Kueue compares the value with "true" exactly; podsweeper also takes "false" as a no."""
+    (found,) = {p.safe_to_force_delete for p in kueue_world(consent).pods.values()}
+    assert found is {"true": True, "false": False}.get(consent)
+
+
+def test_a_pod_whose_owner_said_false_is_never_force_deleted():
+    cluster = kueue_world("false")
+    assert sweep(cluster, 100_000, stuck_terminating_seconds=1).applied == []
+    assert len(cluster.pods) == 2 and cluster.forced == []
+
+
+@pytest.mark.parametrize(
+    ("limit", "grace", "first"),
+    [
+        (10, 30, 60 + 30),  # Kueue's 60 s and the operator grace after it, not the shorter limit
+        (10, 0, 60),
+        (300, 30, 300),  # a limit longer than Kueue's turn stands
+    ],
+)
+def test_a_pod_said_safe_waits_for_kueue_then_the_grace(limit, grace, first):
+    """Kueue's failure recovery force-deletes such a pod on an unreachable node 60 s after its
+    deletionTimestamp: podsweeper never races it (both would send a force delete; the second
+    answers 404 or 409), and takes over where Kueue does not (a NotReady node, a Node gone)."""
+    settings = {"stuck_terminating_seconds": limit, "operator_grace_seconds": grace}
+    cluster = kueue_world("true")
+    assert sweep(cluster, 100 + first - 1, **settings).applied == []
+    outcome = sweep(cluster, 100 + first, **settings)
+    assert [(a.decision.rule, a.result) for a in outcome.applied] == [
+        (Rule.STUCK_TERMINATING, Result.DELETED)
+    ] * 2
+    reason = outcome.applied[0].decision.reason
+    assert f"safe-to-forcefully-delete, so Kueue's 60s and the operator grace {grace}s first" in reason, (
+        reason
+    )

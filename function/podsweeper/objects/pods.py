@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from podsweeper.kinds import KUEUE_SAFE_TO_FORCEFULLY_DELETE
 from podsweeper.model import ContainerView, Pod
 from podsweeper.objects.base import ObjectMeta, Schema, validate_json
 from podsweeper.ownership import pod_ownership
@@ -129,6 +130,8 @@ class PodObject(Schema):
 
 
 _NO_STATUS = PodStatus()
+# Kueue compares the value with "true" exactly; "false" is the owner's no.
+_SAFE = {"true": True, "false": False}
 
 
 def pod_from(obj: PodObject) -> Pod:
@@ -154,6 +157,7 @@ def pod_from(obj: PodObject) -> Pod:
         node=spec.nodeName if spec else None,
         batch_job=ownership.batch_job,
         deletion_due=meta.deletionTimestamp,
+        safe_to_force_delete=_SAFE.get((meta.annotations or {}).get(KUEUE_SAFE_TO_FORCEFULLY_DELETE, "")),
     )
 
 
