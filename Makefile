@@ -161,9 +161,13 @@ world-facts: $(FULL_STAMP)
 
 ## A real node (issue 41): the kubelet built from the control plane's module, Debian's containerd,
 ## runc and CNI plugins (apt-get on first use), in a network namespace with a veth to the host; a
-## real crash loop and its logs through the API. Root; not in `make test` (tests/node, marker node).
+## real crash loop and its logs through the API; the seed's PyTorchJob on it with the real training
+## operator and podsweeper served live (tests/node/test_seed_on_node.py). Root; not in `make test`
+## (tests/node, marker node). Its figures and times go to files of their own (as make fresh's).
 node: $(FULL_STAMP)
-	PODSWEEPER_DURATIONS_FILE=$(CURDIR)/out/node-durations.json $(PY) -m pytest -m node tests/node
+	PODSWEEPER_DURATIONS_FILE=$(CURDIR)/out/node-durations.json \
+	PODSWEEPER_FIGURES_FILE=$(CURDIR)/out/node-figures.json \
+	$(PY) -m pytest -m node tests/node
 
 fixtures: $(UNIT_STAMP)
 	$(PY) -m tests.fixtures.scenarios

@@ -11,6 +11,14 @@ import sys
 import pytest
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """`item.rep_call` etc.: a fixture's teardown knows whether its test failed."""
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
+
+
 @pytest.fixture(scope="module")
 def real_node(pytestconfig):
     """A RealNode, Ready, joined to a control plane of its own (started with its apiserver_args).

@@ -19,7 +19,8 @@ What it is made of (tests/node/build.py gets the binaries; docs: tests/support/w
   namespace, forwarded to the host's loopback (NetNamespace.forward_out).
 - containerd (Debian's 1.6) with its own root, state, socket, CNI config and netns directory
   under the node's work directory; CRI `restrict_oom_score_adj` and `disable_apparmor` (without
-  the first, every sandbox fails on these machines: /work/shared/docs/real-node.md).
+  the first, every sandbox fails on these machines: `runc create failed: ... can't get final
+  child's PID from pipe: EOF`, the sandbox's oom_score_adj of -998 refused).
 - The image: busybox-static on scratch (buildah), imported with `ctr images import` and used both
   as the sandbox ("pause") image and as the workload image (pods: imagePullPolicy Never, image
   IMAGE).
@@ -671,7 +672,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         if self.netns is not None:
             self.netns.close()
         if self.index is not None:
-            deadline = time.monotonic() + 10
+            # The kernel tears a network namespace down in a work queue, after its last user:
+            # 10 s was once not enough on a loaded machine (the link was gone moments later).
+            deadline = time.monotonic() + 30
             while _run(["ip", "link", "show", self.veth], check=False).returncode == 0:
                 if time.monotonic() > deadline:
                     report.remaining.append(f"host link {self.veth}")

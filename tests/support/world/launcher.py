@@ -93,14 +93,18 @@ class World:
         volcano: bool = False,
         mpi_operator: bool = False,
         extra_controllers: tuple[str, ...] = (),
+        apiserver_args: tuple[str, ...] = (),
         log=sys.stderr,
         ready_timeout: float = 90.0,
     ):
+        """`nodes`: kwok nodes (0: none; a subclass brings its own, tests/node/world.py).
+        `apiserver_args`: for the control plane the world starts, when it starts one."""
         self.control_plane = control_plane
         # More kube-controller-manager controllers than KCM_CONTROLLERS, e.g. Knative Serving's
         # ("deployment-controller", "endpoints-controller"; tests/support/knative/serving.py).
         self.kcm_controllers = (*KCM_CONTROLLERS, *(c for c in extra_controllers if c not in KCM_CONTROLLERS))
         self._own_control_plane = control_plane is None
+        self.apiserver_args = apiserver_args
         self.nodes = [f"kwok-node-{i}" for i in range(nodes)]
         self.gpus_per_node = gpus_per_node
         self.webhooks = webhooks
@@ -138,13 +142,17 @@ class World:
             bins = {name: build.build(b, log=self.log) for name, b in wanted.items()}
             self.timings["build"] = time.monotonic() - t0
             if self.control_plane is None:
-                self.control_plane = ControlPlane(log=self.log, mpi_operator=self.mpi_operator).start()
+                self.control_plane = ControlPlane(
+                    log=self.log, mpi_operator=self.mpi_operator, apiserver_args=self.apiserver_args
+                ).start()
             self.workdir = Path(tempfile.mkdtemp(prefix="podsweeper-world-"))
             cp = self.control_plane
             self._api = Kube(cp.url, cp.tokens["admin"], cp.ca_file, error=WorldError)
             kubeconfig = str(self.control_plane.admin_kubeconfig)
             self._phase("controllers", lambda: self._start_kube(bins, kubeconfig))
-            self._phase("kwok", lambda: self._start_kwok(bins["kwok"], kubeconfig))
+            if self.nodes:
+                self._phase("kwok", lambda: self._start_kwok(bins["kwok"], kubeconfig))
+            self._start_nodes()
             if self.volcano:  # its PodGroup CRD must be served when the operator starts
                 self._phase("volcano", lambda: volcano_world.VolcanoPhase(self).start(bins, kubeconfig))
             self._phase("operator", lambda: self._start_operator(bins["training-operator"], kubeconfig))
@@ -179,6 +187,7 @@ class World:
         for proc in reversed(self._procs):
             proc.stop()
         self._procs.clear()
+        self._stop_nodes()
         for netns in self._netns:
             netns.close()
         self._netns.clear()
@@ -205,6 +214,26 @@ class World:
         jobset-controller, trainer-controller-manager, vc-scheduler, vc-controller-manager."""
         assert self.workdir is not None, "world is not running"
         return self.workdir / f"{name}.log"
+
+    # -- what a subclass brings (tests/node/world.py: a real node) -----------------------
+
+    def _start_nodes(self) -> None:
+        """Nodes besides kwok's, started after the controllers (none here)."""
+
+    def _stop_nodes(self) -> None:
+        """Stop them: after the operator (it would make its pods again), before the control plane."""
+
+    def _operator_args(self) -> list[str]:
+        """More training-operator flags."""
+        return []
+
+    def _probe_spec(self) -> dict:
+        """The probe pod's spec: one container kwok runs (it never reads the image)."""
+        return {
+            "containers": [
+                {"name": "probe", "image": "probe", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+            ]
+        }
 
     # -- phases ------------------------------------------------------------------------
 
@@ -338,6 +367,7 @@ class World:
                 f"--webhook-server-port={self.webhook_port}",  # binds on all interfaces: not settable
                 *(volcano_world.OPERATOR_ARGS if self.volcano else ()),
                 *(mpi_world.operator_args() if self.mpi_operator else []),
+                *self._operator_args(),
             ],
             env=env,
         )
@@ -392,15 +422,11 @@ class World:
         )
 
     def _probe_pod(self) -> None:
-        """One pod through scheduler and kwok: scheduled, Running, deleted and gone."""
+        """One pod through the scheduler and a node: scheduled, Running, deleted and gone."""
         ns = OPERATOR_NAMESPACE
         pod = {
             "metadata": {"name": "world-probe", "annotations": {"sim.podsweeper.dev/run-for": "1h"}},
-            "spec": {
-                "containers": [
-                    {"name": "probe", "image": "probe", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-                ]
-            },
+            "spec": self._probe_spec(),
         }
         self._request(
             "DELETE", f"/api/v1/namespaces/{ns}/pods/world-probe?gracePeriodSeconds=0", ok=(200, 404)
@@ -412,7 +438,7 @@ class World:
             lambda: ((self._pod(ns, "world-probe") or {}).get("status") or {}).get("phase") == "Running",
         )
         self._request("DELETE", f"/api/v1/namespaces/{ns}/pods/world-probe")
-        self._wait("probe pod removed by kwok", lambda: self._pod(ns, "world-probe") is None)
+        self._wait("probe pod removed by its node", lambda: self._pod(ns, "world-probe") is None)
 
     # -- helpers -----------------------------------------------------------------------
 

@@ -1,0 +1,613 @@
+"""The seed, literally, on a real node (issue 41): the lab note's PyTorchJob (docs/seed.md,
+experiment 2) run by the real training operator v1.9.4 on a real kubelet, containerd and runc
+(tests/node), with podsweeper served live behind Knative's receive adapter (tests/support/stack).
+
+The world: `NodeWorld` (tests/node/world.py): kube-controller-manager (with
+the node lifecycle controller, which lifts the node's not-ready taint), kube-scheduler, the
+operator with its webhooks, and one real node instead of kwok's. The node has no GPUs: the world
+advertises 8 fake `nvidia.com/gpu` on it (a Node status capacity patch; nothing backs them), so
+the job asks for one per pod, as the seed's does.
+
+The job, as far as it goes here: 1 master and 3 workers, restartPolicy OnFailure, no
+backoffLimit, cleanPodPolicy unset; the master trains 30 s and exits 0; each worker prints a line,
+runs 10 s and exits 1 (the note's workers: Running at 6 s, Error at 16 s); every image is the
+node's busybox (imagePullPolicy Never). The workers' init container is the operator's own
+(`init-pytorch`), from the world's template: the node's image, and no DNS lookup of the master
+(there is no cluster DNS here). The processes leave on SIGTERM (a `trap`), as a training
+process does that is not PID 1's ignored signal.
+
+Every pod and job change is watched (not polled): the timeline is the watch's, in seconds after
+the job's create call returned. Figures are printed (`-s`) and recorded as junit properties;
+docs/seed.md, "On a real node", compares them with the note's.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+
+import pytest
+
+from tests.node.node import IMAGE
+from tests.support.figures import SEED_CLEANUP_BOUND, SEED_CLEANUP_CLAIM, SEED_CLEANUP_MARGIN
+from tests.support.harness.waiting import wait_for
+
+pytestmark = pytest.mark.node
+
+GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "pytorchjobs"
+JOB = "pytest"  # the note's name
+WORKERS = [f"{JOB}-worker-{i}" for i in range(3)]
+MASTER = f"{JOB}-master-0"
+WORKER_LINE = "podsweeper seed worker: RuntimeError: the worker failed, exiting 1"
+MASTER_SECONDS, WORKER_SECONDS = 30, 10
+# A dry run watches this long after the job's create, so the workers' restarts keep growing
+# after Succeeded (the note: "4 restarts at 2 min 45 s and still going").
+DRY_RUN_WATCH_SECONDS = 75
+
+
+def say(text: str) -> None:
+    print(f"\nseed-on-node: {text}", file=sys.stderr, flush=True)
+
+
+def parse_time(text: str) -> float:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+
+
+def _container(script: str) -> dict:
+    return {
+        "name": "pytorch",  # the operator's webhook requires a container of this name
+        "image": IMAGE,
+        "imagePullPolicy": "Never",
+        "command": ["sh", "-c", f"trap 'exit 143' TERM; {script}"],
+        # The node's fake GPUs (tests/node/world.py): the seed's pods ask for one each.
+        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+    }
+
+
+def seed_job(master_seconds: int = MASTER_SECONDS, workers: int = 3) -> dict:
+    """The note's PyTorchJob on the node's image: the master trains and succeeds, every worker
+    prints a line and fails; restartPolicy OnFailure, no backoffLimit, cleanPodPolicy unset."""
+    master = f"echo 'master: training'; sleep {master_seconds} & wait $!; echo 'master: done'"
+    worker = f"echo '{WORKER_LINE}'; sleep {WORKER_SECONDS} & wait $!; exit 1"
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "PyTorchJob",
+        "metadata": {"name": JOB},
+        "spec": {
+            "runPolicy": {},  # no backoffLimit, cleanPodPolicy unset (None)
+            "pytorchReplicaSpecs": {
+                "Master": {
+                    "replicas": 1,
+                    "restartPolicy": "OnFailure",
+                    "template": {"spec": {"containers": [_container(master)]}},
+                },
+                "Worker": {
+                    "replicas": workers,
+                    "restartPolicy": "OnFailure",
+                    "template": {"spec": {"containers": [_container(worker)]}},
+                },
+            },
+        },
+    }
+
+
+class Watch(threading.Thread):
+    """Every change of a namespace's pods, or of its PyTorchJobs, as the API server's watch
+    delivers it: (arrival time.time(), type, object). Re-lists when the watch expires."""
+
+    def __init__(self, api, namespace: str, what: str):
+        super().__init__(daemon=True, name=f"watch-{what}-{namespace}")
+        from kubernetes import client
+
+        self.namespace, self.what = namespace, what
+        self.core, self.custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+        self.events: list[tuple[float, str, dict]] = []
+        self._stop_flag = threading.Event()
+        self._response = None
+        self._ready = threading.Event()
+
+    def _call(self, **kwargs):
+        if self.what == "pods":
+            return self.core.list_namespaced_pod(self.namespace, _preload_content=False, **kwargs)
+        return self.custom.list_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, PLURAL, _preload_content=False, **kwargs
+        )
+
+    def run(self) -> None:
+        from kubernetes.watch.watch import iter_resp_lines
+
+        version = ""
+        while not self._stop_flag.is_set():
+            try:
+                if not version:
+                    body = json.loads(self._call().data)
+                    version = body["metadata"]["resourceVersion"]
+                    now = time.time()
+                    self.events.extend((now, "LISTED", item) for item in body.get("items") or [])
+                    self._ready.set()
+                self._response = self._call(
+                    watch=True, resource_version=version, timeout_seconds=60, _request_timeout=(5, 90)
+                )
+                for line in iter_resp_lines(self._response):
+                    change = json.loads(line)
+                    if change.get("type") == "ERROR":
+                        version = ""
+                        break
+                    obj = change.get("object") or {}
+                    self.events.append((time.time(), change["type"], obj))
+                    version = (obj.get("metadata") or {}).get("resourceVersion") or version
+            except Exception:  # noqa: BLE001 - keep watching (a stop closes the stream)
+                if self._stop_flag.is_set():
+                    return
+                time.sleep(0.1)
+
+    def start(self) -> Watch:
+        super().start()
+        assert self._ready.wait(30), f"the {self.what} watch of {self.namespace} never listed"
+        return self
+
+    def stop(self) -> None:
+        self._stop_flag.set()
+        response = self._response
+        if response is not None:  # shutdown() ends a blocked read; close() waits for the server
+            try:
+                getattr(response, "shutdown", response.close)()
+            except Exception:  # noqa: BLE001
+                pass
+        self.join(5)
+
+
+def _state(status: dict) -> str:
+    state = status.get("state") or {}
+    if "running" in state:
+        return "running"
+    if "waiting" in state:
+        return f"waiting {state['waiting'].get('reason')}"
+    if "terminated" in state:
+        done = state["terminated"]
+        return f"terminated {done.get('reason')}/{done.get('exitCode')}"
+    return "-"
+
+
+class Seen:
+    """What the watches saw of one job's run: its conditions, each pod's container states
+    (init and main) with their restart counts, its delete (deletionTimestamp) and its end."""
+
+    def __init__(self, pods: Watch, jobs: Watch, t0: float):
+        self.t0 = t0
+        self.lines: list[tuple[float, str]] = []
+        self.conditions: dict[str, tuple[float, str]] = {}  # type -> (seen, lastTransitionTime)
+        self.uids: dict[str, str] = {}  # pod name -> uid (the first)
+        self.names: dict[str, str] = {}  # uid -> name
+        self.deleting: dict[str, float] = {}  # uid -> first seen with a deletionTimestamp
+        self.gone: dict[str, float] = {}  # uid -> DELETED seen
+        self.restarts: dict[str, list[tuple[float, int]]] = {}  # name -> (seen, restartCount) changes
+        self.states: dict[str, list[tuple[float, int, str]]] = {}  # name/container -> changes
+        self.terminations: set[tuple[str, str, str, int]] = set()  # (uid, container, finishedAt, exit)
+        self.waiting_backoff: dict[str, list[tuple[float, int]]] = {}  # name -> (seen, restartCount)
+        for seen, _, job in jobs.events:
+            for c in (job.get("status") or {}).get("conditions") or []:
+                if c["status"] == "True" and c["type"] not in self.conditions:
+                    self.conditions[c["type"]] = (seen, c.get("lastTransitionTime", ""))
+                    self.lines.append((seen, f"job {c['type']} ({c.get('reason')})"))
+        last: dict[str, tuple[int, str]] = {}
+        for seen, kind, pod in pods.events:
+            meta, status = pod["metadata"], pod.get("status") or {}
+            name, uid = meta["name"], meta["uid"]
+            if uid not in self.names:
+                self.names[uid] = name
+                self.uids.setdefault(name, uid)
+                self.lines.append((seen, f"{name} created"))
+            if kind == "DELETED":
+                self.gone.setdefault(uid, seen)
+                self.lines.append((seen, f"{name} gone"))
+                continue
+            if meta.get("deletionTimestamp") and uid not in self.deleting:
+                self.deleting[uid] = seen
+                self.lines.append((seen, f"{name} delete requested (deletionTimestamp set)"))
+            for group in ("initContainerStatuses", "containerStatuses"):
+                for c in status.get(group) or []:
+                    for part in ("state", "lastState"):
+                        done = (c.get(part) or {}).get("terminated")
+                        if done:
+                            self.terminations.add(
+                                (uid, c["name"], done.get("finishedAt"), done.get("exitCode"))
+                            )
+                    key, now = f"{name}/{c['name']}", (c.get("restartCount", 0), _state(c))
+                    if last.get(key) != now:
+                        last[key] = now
+                        self.states.setdefault(key, []).append((seen, *now))
+                        self.lines.append((seen, f"{key} restarts={now[0]} {now[1]}"))
+                        if now[1] == "waiting CrashLoopBackOff":
+                            self.waiting_backoff.setdefault(name, []).append((seen, now[0]))
+                    if group == "containerStatuses":
+                        counts = self.restarts.setdefault(name, [])
+                        if not counts or counts[-1][1] != c.get("restartCount", 0):
+                            counts.append((seen, c.get("restartCount", 0)))
+
+    def at(self, seen: float) -> float:
+        return round(seen - self.t0, 2)
+
+    def timeline(self) -> str:
+        return "\n".join(f"{self.at(seen):7.2f}  {text}" for seen, text in sorted(self.lines))
+
+    def restart_times(self, name: str) -> list[tuple[int, float]]:
+        """(restartCount, seconds after the create) of each count the pod's container reached."""
+        return [(count, self.at(seen)) for seen, count in self.restarts.get(name, [])]
+
+
+@pytest.fixture(scope="module")
+def seed_world(pytestconfig):
+    """The real world on one real node, on a control plane of its own (NodeWorld),
+    with everything built first (the receive adapter too), progress on stderr."""
+    import contextlib
+
+    from tests.node import build
+    from tests.node.world import NodeWorld
+    from tests.support.controlplane.build import ETCD, KUBE_APISERVER, RECEIVE_ADAPTER, ensure_built
+
+    capman = pytestconfig.pluginmanager.getplugin("capturemanager")
+    with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
+        for binary in (ETCD, KUBE_APISERVER, RECEIVE_ADAPTER):
+            ensure_built(binary, log=sys.stderr)
+        build.ensure_all(log=sys.stderr)
+    with NodeWorld(log=sys.stderr) as world:
+        say(f"world on a real node ready: {world.timings}")
+        yield world
+
+
+@pytest.fixture
+def seed_stack(request, seed_world):
+    """`make(env)`: podsweeper served (tests/support/stack) for a namespace of its own on the
+    seed world, the receive adapter watching it; stopped (and the namespace dropped) at the end."""
+    from tests.support.stack import Stack
+    from tests.support.stack.finish import finish_stacks
+
+    stacks: list[Stack] = []
+
+    def make(prefix: str, env: dict) -> Stack:
+        namespace = f"{prefix}-{secrets.token_hex(3)}"
+        stack = Stack(seed_world.control_plane, namespace, world=seed_world, function_env=env)
+        stacks.append(stack)
+        return stack.start()
+
+    yield make
+    failed = bool(getattr(request.node, "rep_call", None) and request.node.rep_call.failed)
+    finish_stacks(stacks, failed)
+    # The node stops the pods the namespace controller deletes: wait, so the next test starts
+    # on a quiet node.
+    from kubernetes import client
+
+    with seed_world.control_plane.api_client("admin") as api:
+        core = client.CoreV1Api(api)
+        wait_for(
+            "the namespaces' pods stopped by the kubelet",
+            lambda: (
+                not [
+                    p
+                    for s in stacks
+                    for p in core.list_namespaced_pod(s.namespace, _request_timeout=10).items
+                ]
+            ),
+            90,
+            0.5,
+        )
+
+
+def _evidence(stack, namespace: str) -> list[dict]:
+    """`podsweeper evidence NS/JOB --json`, run as a person runs it."""
+    result = subprocess.run(
+        [sys.executable, "-m", "podsweeper", "evidence", f"{namespace}/{JOB}", "--json"],
+        env={"KUBECONFIG": str(stack.cp.admin_kubeconfig), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def _runs_kept_twice(records: list[dict]) -> dict[str, list[tuple[int, str]]]:
+    """One container run (pod uid, container, finishedAt) kept in more than one record: the real
+    kubelet shows a run first as `state.terminated` (restartCount n) and then, restarted, as
+    `lastState.terminated` (restartCount n + 1); the store's key holds the restart count."""
+    runs: dict[tuple, list[dict]] = {}
+    for record in records:
+        runs.setdefault((record["pod_uid"], record["container"], record.get("finished_at")), []).append(
+            record
+        )
+    return {
+        f"{kept[0]['pod']} run ending {key[2]}": [(r["restart_count"], r["source"]) for r in kept]
+        for key, kept in runs.items()
+        if len(kept) > 1
+    }
+
+
+def _events(core, namespace: str, reason: str) -> list[dict]:
+    body = core.list_namespaced_event(namespace, field_selector=f"reason={reason}", _preload_content=False)
+    return json.loads(body.data).get("items") or []
+
+
+def _run_seed(stack, until, timeout: float) -> tuple[Seen, dict]:
+    """Create the seed job in the stack's namespace with both watches on; watch until
+    `until(seen)` holds (or timeout); return what was seen and the job as created."""
+    from kubernetes import client
+
+    namespace = stack.namespace
+    pods = Watch(stack.admin_api, namespace, "pods").start()
+    jobs = Watch(stack.admin_api, namespace, "jobs").start()
+    try:
+        custom = client.CustomObjectsApi(stack.admin_api)
+        created = custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, seed_job())
+        t0 = time.time()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            stack.check_alive()
+            seen = Seen(pods, jobs, t0)
+            if until(seen):
+                break
+            time.sleep(0.2)
+        time.sleep(0.5)  # the last changes' events
+        return Seen(pods, jobs, t0), created
+    finally:
+        pods.stop()
+        jobs.stop()
+
+
+def test_the_seed_on_a_real_node_workers_deleted_master_kept(seed_world, seed_stack, record_property):
+    """Live: the workers crash-loop under the real kubelet; at the job's Succeeded podsweeper
+    deletes the three workers within a second, keeps the master, and keeps each worker's real
+    exit code and the log line the kubelet served."""
+    from kubernetes import client
+
+    stack = seed_stack("seed-live", {})
+    namespace = stack.namespace
+    core = client.CoreV1Api(stack.admin_api)
+
+    def done(seen: Seen) -> bool:
+        return "Succeeded" in seen.conditions and all(seen.uids.get(w) in seen.gone for w in WORKERS)
+
+    seen, created = _run_seed(stack, done, 150)
+    say(f"live timeline (s after the create):\n{seen.timeline()}")
+    assert "Succeeded" in seen.conditions, seen.timeline()
+    succeeded, ltt = seen.conditions["Succeeded"][0], parse_time(seen.conditions["Succeeded"][1])
+    workers = {w: seen.uids[w] for w in WORKERS}
+
+    # The real kubelet restarted each worker (OnFailure) before the job finished; each run
+    # ended in exit 1.
+    for name, uid in workers.items():
+        before = [count for at, count in seen.restarts[name] if at <= succeeded]
+        assert before and max(before) >= 1, (name, seen.restart_times(name))
+        assert any(u == uid and c == "pytorch" and code == 1 for u, c, _, code in seen.terminations), name
+        init = seen.states.get(f"{name}/init-pytorch") or []
+        assert any(state == "terminated Completed/0" for _, _, state in init), (name, init)
+    restarts_at_succeeded = {
+        n: max(count for at, count in seen.restarts[n] if at <= succeeded) for n in WORKERS
+    }
+
+    # podsweeper's deletes, as the watch saw them (deletionTimestamp set), against the job's
+    # Succeeded as the watch saw it; and against lastTransitionTime (whole seconds: up to 1 s early).
+    assert all(uid in seen.deleting for uid in workers.values()), f"workers not deleted:\n{seen.timeline()}"
+    assert not any(seen.deleting[u] < succeeded for u in workers.values()), (
+        "a worker went before the job finished"
+    )
+    last_delete = max(seen.deleting[u] for u in workers.values())
+    last_gone = max(seen.gone[u] for u in workers.values())
+    figures = {
+        "delete_after_succeeded_seen_s": round(last_delete - succeeded, 3),
+        "delete_after_ltt_s": round(last_delete - ltt, 3),
+        "gone_after_succeeded_seen_s": round(last_gone - succeeded, 3),
+        "job_succeeded_after_create_s": seen.at(succeeded),
+    }
+    for key, value in figures.items():
+        record_property(f"seed_node_{key}", value)
+    record_property("seed_node_restarts_at_succeeded", json.dumps(restarts_at_succeeded))
+    say(
+        f"live: last worker delete seen {figures['delete_after_succeeded_seen_s'] * 1000:.0f} ms after "
+        f"Succeeded was seen ({figures['delete_after_ltt_s'] * 1000:.0f} ms after its lastTransitionTime), "
+        f"last worker gone (the kubelet done) {figures['gone_after_succeeded_seen_s'] * 1000:.0f} ms after; "
+        f"restarts at Succeeded {restarts_at_succeeded}"
+    )
+    # The claim is 1 s; the stated margin (tests/support/figures.py) is 2 s on a shared 2-core machine.
+    assert last_delete - succeeded <= SEED_CLEANUP_BOUND, (
+        f"deleted {last_delete - succeeded:.3f}s after Succeeded was seen "
+        f"(claim {SEED_CLEANUP_CLAIM} s + margin {SEED_CLEANUP_MARGIN} s)"
+    )
+    assert last_delete - ltt <= SEED_CLEANUP_BOUND + 1.0  # lastTransitionTime: whole seconds
+    # Gone needs the kubelet to stop the containers (SIGTERM; the scripts leave at once): 10 s bound.
+    assert last_gone - succeeded <= 10.0, figures
+
+    # Who deleted: podsweeper, by finished-job-active-pod; the master kept, Succeeded.
+    time.sleep(1.0)
+    decided = {d["uid"]: d["rule"] for d in stack.function.decisions() if d.get("result") == "deleted"}
+    assert decided == {uid: "finished-job-active-pod" for uid in workers.values()}, decided
+    master = core.read_namespaced_pod(MASTER, namespace)
+    assert master.metadata.uid == seen.uids[MASTER] and master.status.phase == "Succeeded"
+    assert not master.metadata.deletion_timestamp
+    warned = [
+        e
+        for e in _events(core, namespace, "NoBackoffLimit")
+        if e["involvedObject"]["uid"] == created["metadata"]["uid"]
+    ]
+    assert len(warned) == 1 and warned[0]["type"] == "Warning", warned
+
+    # The evidence: each worker's real failed runs, exit 1, with the line the kubelet served.
+    records = _evidence(stack, namespace)
+    say("live evidence:\n" + "\n".join(json.dumps(r, sort_keys=True) for r in records))
+    assert {r["pod"] for r in records} == set(WORKERS), records
+    for record in records:
+        assert record["exit_code"] == 1 and record["container"] == "pytorch", record
+        assert record["node"] == seed_world.real_node.name, record
+        assert (record["pod_uid"], "pytorch", record["finished_at"], 1) in seen.terminations, record
+        assert record["source"] in ("terminated", "deleted by podsweeper"), record
+    for name in WORKERS:
+        mine = [r for r in records if r["pod"] == name]
+        assert any(r["source"] == "deleted by podsweeper" for r in mine), mine
+        assert any(WORKER_LINE in (r.get("logs") or "") for r in mine), mine
+    twice = _runs_kept_twice(records)  # a finding (docs/seed.md, "On a real node"), not asserted
+    record_property("seed_node_runs_kept_twice", json.dumps(twice))
+    say(
+        f"live: {len(records)} records of {len(records) - sum(len(v) - 1 for v in twice.values())} runs; twice: {twice}"
+    )
+
+
+def test_the_seed_on_a_real_node_in_dry_run_nothing_deleted(seed_world, seed_stack, record_property):
+    """PODSWEEPER_DRY_RUN=true: the same job; nothing is deleted, the workers crash-loop on
+    after Succeeded, and the evidence says what would have been deleted, truthfully."""
+    from kubernetes import client
+
+    stack = seed_stack("seed-dry", {"PODSWEEPER_DRY_RUN": "true"})
+    namespace = stack.namespace
+    core = client.CoreV1Api(stack.admin_api)
+    started = time.time()
+
+    def watched_long_enough(seen: Seen) -> bool:
+        return "Succeeded" in seen.conditions and time.time() - started >= DRY_RUN_WATCH_SECONDS
+
+    seen, _ = _run_seed(stack, watched_long_enough, DRY_RUN_WATCH_SECONDS + 60)
+    say(f"dry-run timeline (s after the create):\n{seen.timeline()}")
+    assert "Succeeded" in seen.conditions, seen.timeline()
+    succeeded = seen.conditions["Succeeded"][0]
+    assert not seen.deleting and not seen.gone, "a pod was deleted in a dry run"
+    grown = {}
+    for name in WORKERS:
+        at_succeeded = max(count for at, count in seen.restarts[name] if at <= succeeded)
+        grown[name] = (at_succeeded, seen.restarts[name][-1][1])
+        assert grown[name][1] > at_succeeded, (name, seen.restart_times(name))  # still crash-looping
+    record_property("seed_node_dry_restarts_at_succeeded_and_end", json.dumps(grown))
+    say(f"dry run: restarts at Succeeded -> {DRY_RUN_WATCH_SECONDS} s after the create: {grown}")
+
+    decisions = [d for d in stack.function.decisions() if d.get("rule") == "finished-job-active-pod"]
+    assert decisions and all(d["result"] == "dry-run" and d["dry_run"] for d in decisions), decisions
+    assert {d["uid"] for d in decisions} == {seen.uids[w] for w in WORKERS}
+    assert not [d for d in stack.function.decisions() if d.get("result") == "deleted"]
+    assert not _events(core, namespace, "PodsCleanedUp")
+
+    records = _evidence(stack, namespace)
+    say("dry-run evidence:\n" + "\n".join(json.dumps(r, sort_keys=True) for r in records))
+    assert {r["pod"] for r in records} == set(WORKERS), records
+    for record in records:
+        assert record["exit_code"] == 1 and record["container"] == "pytorch", record
+        assert record["source"] in ("terminated", "would be deleted (dry-run)"), record
+        assert (record["pod_uid"], "pytorch", record["finished_at"], 1) in seen.terminations, record
+    for name in WORKERS:
+        mine = [r for r in records if r["pod"] == name]
+        assert any(r["source"] == "would be deleted (dry-run)" for r in mine), mine
+        served = core.read_namespaced_pod_log(name, namespace, container="pytorch")
+        assert WORKER_LINE in served, served  # what the kubelet serves now...
+        assert any(WORKER_LINE in (r.get("logs") or "") for r in mine), mine  # ...and what was kept
+    text = subprocess.run(
+        [sys.executable, "-m", "podsweeper", "evidence", f"{namespace}/{JOB}"],
+        env={"KUBECONFIG": str(stack.cp.admin_kubeconfig), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "deleted by podsweeper" not in text and "would be deleted (dry-run)" in text, text
+    twice = _runs_kept_twice(records)  # a finding (docs/seed.md, "On a real node"), not asserted
+    record_property("seed_node_dry_runs_kept_twice", json.dumps(twice))
+    say(f"dry run: {len(records)} records; runs kept twice: {twice}")
+
+
+def _ping(stack) -> None:
+    """A backstop sweep POSTed at this moment (as PingSource's tick would come)."""
+    import uuid
+
+    event = {
+        "specversion": "1.0",
+        "id": str(uuid.uuid4()),
+        "source": "tests.node.test_seed_on_node",
+        "type": "dev.knative.sources.ping",
+        "data": {},
+    }
+    response = stack.function.post(event)
+    assert response.status_code == 200, response.text
+
+
+CRASHLOOP_RESTARTS = 1  # the lowest setting: every CrashLoopBackOff the kubelet shows is past it
+
+
+def test_crash_loop_rule_on_the_real_kubelet(seed_world, seed_stack, record_property):
+    """The crash-loop rule (a container waiting in CrashLoopBackOff at restartCount >=
+    PODSWEEPER_CRASHLOOP_RESTARTS, job not finished, no backoffLimit) where the kubelet, not kwok,
+    writes the status: a job whose master runs on and whose worker exits 1 after 1 s. The real
+    kubelet shows `waiting CrashLoopBackOff` only for a moment before each restart (kwok: for
+    the whole back-off). A sweep in the middle of a back-off sees `terminated Error`.
+
+    What is asserted is what the kubelet does; what podsweeper made of it is printed and
+    recorded (docs/seed.md, "On a real node"), not asserted: it is a finding, not a contract."""
+    from kubernetes import client
+
+    stack = seed_stack("loop", {"PODSWEEPER_CRASHLOOP_RESTARTS": str(CRASHLOOP_RESTARTS)})
+    namespace = stack.namespace
+    core = client.CoreV1Api(stack.admin_api)
+    job = seed_job(master_seconds=3600, workers=1)
+    worker_spec = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    worker_spec["command"][-1] = f"trap 'exit 143' TERM; echo '{WORKER_LINE}'; sleep 1 & wait $!; exit 1"
+    pods = Watch(stack.admin_api, namespace, "pods").start()
+    jobs = Watch(stack.admin_api, namespace, "jobs").start()
+    worker = f"{JOB}-worker-0"
+    swept: list[tuple[float, int, str]] = []  # (when, restartCount, state after the sweep)
+    try:
+        client.CustomObjectsApi(stack.admin_api).create_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, job
+        )
+        t0 = time.time()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            stack.check_alive()
+            seen = Seen(pods, jobs, t0)
+            counts = seen.restarts.get(worker) or []
+            current = counts[-1][1] if counts else 0
+            states = seen.states.get(f"{worker}/pytorch") or []
+            # Once per restart count >= 2: a sweep while the worker waits out its back-off.
+            if (
+                current >= 2
+                and states[-1][2].startswith("terminated")
+                and current not in {c for _, c, _ in swept}
+            ):
+                time.sleep(2.0)  # well inside a back-off of >= 20 s
+                _ping(stack)
+                raw = json.loads(core.read_namespaced_pod(worker, namespace, _preload_content=False).data)
+                swept.append((time.time(), current, _state(raw["status"]["containerStatuses"][0])))
+            if current >= 3:
+                break
+            time.sleep(0.1)
+        time.sleep(1.0)
+        seen = Seen(pods, jobs, t0)
+    finally:
+        pods.stop()
+        jobs.stop()
+    say(f"crash-loop timeline (s after the create):\n{seen.timeline()}")
+    backoff = seen.waiting_backoff.get(worker) or []
+    # How long each CrashLoopBackOff showed: from its event to the next state change.
+    shown = []
+    states = seen.states[f"{worker}/pytorch"]
+    for i, (at, count, state) in enumerate(states):
+        if state == "waiting CrashLoopBackOff" and i + 1 < len(states):
+            shown.append((count, round(states[i + 1][0] - at, 3)))
+    decisions = [d for d in stack.function.decisions() if d.get("rule") == "crash-loop"]
+    warnings = _events(core, namespace, "CrashLoopWithoutLimit")
+    result = {
+        "restarts": seen.restart_times(worker),
+        "crashloopbackoff_shown_s": shown,
+        "sweeps_in_backoff": [(seen.at(at), count, state) for at, count, state in swept],
+        "crash_loop_decisions": [(d.get("result"), d.get("reason")) for d in decisions],
+        "CrashLoopWithoutLimit": [(e.get("count"), e.get("message")) for e in warnings],
+    }
+    record_property("seed_node_crash_loop", json.dumps(result))
+    say("crash-loop on the real kubelet: " + json.dumps(result, indent=1))
+    assert seen.restarts[worker][-1][1] >= 3, seen.restart_times(worker)
+    # The kubelet's own: CrashLoopBackOff is written, at the restartCount the run ended with,
+    # and shown briefly before the restart: 0.11 s and 0.17 s measured; bound 5 s, a quarter of
+    # the 20 s back-off it ends (kwok shows it for the whole back-off).
+    assert backoff and all(count >= CRASHLOOP_RESTARTS for _, count in backoff), backoff
+    assert shown and all(seconds < 5.0 for _, seconds in shown), shown
+    # A sweep in the middle of a back-off saw the worker terminated, not waiting.
+    assert swept and all(state == "terminated Error/1" for _, _, state in swept), swept
