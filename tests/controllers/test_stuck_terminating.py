@@ -49,6 +49,9 @@ NS = "stuck"
 LOST = "stuck-lost-node"
 HOLD = "podsweeper.dev/test-hold"  # the test's finalizer on `held`'s worker
 LIMIT = 3  # PODSWEEPER_STUCK_TERMINATING_SECONDS in the tests that turn the rule on
+# Kueue's annotation: `unsafe`'s worker says "false" (never), `safe`'s "true" (not before Kueue's
+# 60 s and the operator grace, long after this test's sweeps).
+KUEUE_SAFE = "kueue.x-k8s.io/safe-to-forcefully-delete"
 GRACE = 1  # the workers' terminationGracePeriodSeconds
 # The masters succeed after this; the node must be lost before (the race is asserted).
 MASTER_RUN = 8
@@ -68,13 +71,16 @@ def node_body(name: str, *, kwok: bool) -> dict:
     return {"apiVersion": "v1", "kind": "Node", "metadata": metadata, "status": {"capacity": resources}}
 
 
-def job(name: str, worker_node: str, master_node: str, workers: int) -> dict:
-    def replica(count: int, node: str, sim: dict) -> dict:
+def job(name: str, worker_node: str, master_node: str, workers: int, kueue_safe: str | None = None) -> dict:
+    """`kueue_safe`: the workers' kueue.x-k8s.io/safe-to-forcefully-delete."""
+
+    def replica(count: int, node: str, sim: dict, more: dict | None = None) -> dict:
+        annotations = {f"sim.podsweeper.dev/{k}": v for k, v in sim.items()} | (more or {})
         return {
             "replicas": count,
             "restartPolicy": "OnFailure",
             "template": {
-                "metadata": {"annotations": {f"sim.podsweeper.dev/{k}": v for k, v in sim.items()}},
+                "metadata": {"annotations": annotations},
                 "spec": {
                     "nodeSelector": {"kubernetes.io/hostname": node},
                     "terminationGracePeriodSeconds": GRACE,
@@ -98,7 +104,12 @@ def job(name: str, worker_node: str, master_node: str, workers: int) -> dict:
             "runPolicy": {"cleanPodPolicy": "Running"},
             "pytorchReplicaSpecs": {
                 "Master": replica(1, master_node, {"exit-code": "0", "run-for": f"{MASTER_RUN}s"}),
-                "Worker": replica(workers, worker_node, {"exit-code": "0", "run-for": "1h"}),
+                "Worker": replica(
+                    workers,
+                    worker_node,
+                    {"exit-code": "0", "run-for": "1h"},
+                    {KUEUE_SAFE: kueue_safe} if kueue_safe is not None else None,
+                ),
             },
         },
     }
@@ -241,16 +252,22 @@ def test_stuck_terminating_force_deletes_only_on_the_lost_node(scene, record_pro
     s.core.patch_node(LOST, {"spec": {"taints": None}})
 
     ready_node, master_node = s.world.nodes[1], s.world.nodes[0]
-    for name, node, workers in (("lost", LOST, 2), ("held", ready_node, 1)):
+    jobs = (
+        ("lost", LOST, 2, None),
+        ("held", ready_node, 1, None),
+        ("unsafe", LOST, 1, "false"),
+        ("safe", LOST, 1, "true"),
+    )
+    for name, node, workers, kueue_safe in jobs:
         s.custom.create_namespaced_custom_object(
-            "kubeflow.org", "v1", NS, "pytorchjobs", job(name, node, master_node, workers)
+            "kubeflow.org", "v1", NS, "pytorchjobs", job(name, node, master_node, workers, kueue_safe)
         )
 
     def all_running() -> bool:
         pods = s.pods()
-        return len(pods) == 5 and all(p["status"].get("phase") == "Running" for p in pods.values())
+        return len(pods) == 9 and all(p["status"].get("phase") == "Running" for p in pods.values())
 
-    wait_for("the 5 pods Running on their nodes", all_running, timeout=30)
+    wait_for("the 9 pods Running on their nodes", all_running, timeout=30)
     (held,) = s.workers("held")
     s.core.patch_namespaced_pod(held, NS, {"metadata": {"finalizers": [HOLD]}})
     lost_workers = s.workers("lost")
@@ -264,12 +281,13 @@ def test_stuck_terminating_force_deletes_only_on_the_lost_node(scene, record_pro
 
     # The masters succeed, the operator deletes the running workers: none of the deletes ends.
     def terminating() -> dict[str, dict]:
-        pods = s.workers("lost") | s.workers("held")
+        pods = s.workers("lost") | s.workers("held") | s.workers("unsafe") | s.workers("safe")
         deleting = {n: p for n, p in pods.items() if p["metadata"].get("deletionTimestamp")}
-        return deleting if len(deleting) == 3 else {}
+        return deleting if len(deleting) == 5 else {}
 
-    deleting = wait_for("the operator deletes the 3 workers", terminating, timeout=MASTER_RUN + 30)
-    assert s.finished("lost") and s.finished("held")
+    deleting = wait_for("the operator deletes the 5 workers", terminating, timeout=MASTER_RUN + 30)
+    assert all(s.finished(name) for name, *_ in jobs)
+    kept_by_kueue_annotation = {**s.workers("unsafe"), **s.workers("safe")}
     due = max(
         datetime.strptime(p["metadata"]["deletionTimestamp"], "%Y-%m-%dT%H:%M:%SZ") for p in deleting.values()
     )
@@ -279,7 +297,7 @@ def test_stuck_terminating_force_deletes_only_on_the_lost_node(scene, record_pro
         time.sleep(wait)
     before = {n: p["metadata"]["uid"] for n, p in s.pods().items()}
     assert set(deleting) <= set(before)
-    say(f"3 workers terminating, {LIMIT}s past their grace, {time.monotonic() - t0:.1f}s into the test")
+    say(f"5 workers terminating, {LIMIT}s past their grace, {time.monotonic() - t0:.1f}s into the test")
 
     # Rule on, but the function may not read nodes (the base RBAC): the sweep fails, loudly.
     status, _, decisions = s.sweep({"PODSWEEPER_STUCK_TERMINATING_SECONDS": str(LIMIT)}, "on-no-rbac")
@@ -335,6 +353,11 @@ def test_stuck_terminating_force_deletes_only_on_the_lost_node(scene, record_pro
     assert "2 of 3 pod(s) stuck terminating force-deleted" in summary["note"], summary
     after = s.pods()
     assert set(after) == set(before) - set(lost_workers)
+    # Their owner's word: "false" never, "true" not yet (Kueue's turn and the grace first).
+    assert all(
+        after[name]["metadata"]["uid"] == pod["metadata"]["uid"]
+        for name, pod in kept_by_kueue_annotation.items()
+    )
     assert after[held]["metadata"]["deletionTimestamp"] and after[held]["spec"]["nodeName"] == ready_node
     assert s.ready(ready_node) == "True"
 
