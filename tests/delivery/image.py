@@ -27,7 +27,7 @@ from pathlib import Path
 
 from tests.support.harness import locks
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 BUILDAH = ["buildah", "--storage-driver", "vfs"]
 BASE_IMAGE = "localhost/debian-python:bookworm"
 DEBIAN_SUITE = "bookworm"
