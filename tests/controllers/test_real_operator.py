@@ -37,6 +37,7 @@ import yaml
 from tests.fixtures.builders import secret_env
 from tests.support import figures
 from tests.support.harness.waiting import wait_for
+from tests.support.stack import observe
 from tests.support.stack.users import FOREVER, KINDS, condition, running
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -823,18 +824,7 @@ def test_g_finished_job_active_pod_for_every_other_kind(real, record_property):
 
 
 def _evidence(stack, ns: str, job: str) -> list[dict]:
-    """`podsweeper evidence NS/JOB --json`, run as a person runs it."""
-    import subprocess
-
-    result = subprocess.run(
-        [sys.executable, "-m", "podsweeper", "evidence", f"{ns}/{job}", "--json"],
-        env={"KUBECONFIG": str(stack.cp.admin_kubeconfig), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 0, result.stderr
-    return [json.loads(line) for line in result.stdout.splitlines()]
+    return observe.evidence(stack.cp.admin_kubeconfig, ns, job)
 
 
 def test_h_evidence_outlives_the_pods_and_the_events(real):

@@ -26,6 +26,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from tests.support.controlplane.pki import CA_KEY_USAGE
+
 APISERVER_KUBELET_CLIENT = "podsweeper-apiserver-kubelet-client"
 
 
@@ -65,20 +67,7 @@ class NodeCa:
         self._cert = (
             self._builder(self._name, self._key.public_key())
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
+            .add_extension(CA_KEY_USAGE, critical=True)
             .sign(self._key, hashes.SHA256())
         )
         self.cert = directory / "node-ca.crt"

@@ -31,6 +31,20 @@ SERVING_DNS = [
 SERVING_IPS = ["127.0.0.1", "10.0.0.1"]
 
 
+# What a CA's certificate may sign: certificates and CRLs (and digital signatures).
+CA_KEY_USAGE = x509.KeyUsage(
+    digital_signature=True,
+    key_cert_sign=True,
+    crl_sign=True,
+    content_commitment=False,
+    key_encipherment=False,
+    data_encipherment=False,
+    key_agreement=False,
+    encipher_only=False,
+    decipher_only=False,
+)
+
+
 @dataclass(frozen=True)
 class Pki:
     ca_cert: Path
@@ -58,20 +72,7 @@ def _cert(subject: str, public_key, issuer: x509.Name, signing_key, *, ca: bool)
         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
     )
     if ca:
-        builder = builder.add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        builder = builder.add_extension(CA_KEY_USAGE, critical=True)
     else:
         builder = builder.add_extension(
             x509.SubjectAlternativeName(

@@ -114,3 +114,20 @@ def wait_events(
         if found or time.monotonic() > deadline:
             return found
         time.sleep(0.05)
+
+
+def evidence(kubeconfig, namespace: str, job: str) -> list[dict]:
+    """`podsweeper evidence NS/JOB --json` as a person runs it (its own process, `kubeconfig`):
+    the job's kept runs, one dict each."""
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "podsweeper", "evidence", f"{namespace}/{job}", "--json"],
+        env={"KUBECONFIG": str(kubeconfig), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
