@@ -162,11 +162,12 @@ class Failure:
     source: Source
     restarted: bool = False  # the run shown is the previous one (its log is the previous log)
     logs: str | None = None
+    run_id: str | None = None  # the run's containerID, where the kubelet gave it
 
     @property
-    def key(self) -> tuple[str, str, int, str]:
+    def key(self) -> tuple[str, str, str]:
         """Identifies the run: the same termination seen again is not new."""
-        return (self.pod_uid, self.container, self.restart_count, self.finished_at or "")
+        return run_key(self.pod_uid, self.container, self.run_id, self.restart_count, self.finished_at)
 
     def with_logs(self, logs: str | None) -> Failure:
         return replace(self, logs=_tail_bytes(logs) if logs else None)
@@ -213,6 +214,7 @@ def _failure(pod: Pod, c: ContainerView, gpus: int, source: Source) -> Failure:
         gpus=gpus,
         source=source,
         restarted=c.restarted,
+        run_id=c.run_id,
     )
 
 
@@ -336,12 +338,22 @@ def _size(record: dict[str, Any]) -> int:
     return len(encode([record]).encode()) - 2
 
 
-def _key(record: dict[str, Any]) -> tuple[str, str, int, str]:
-    return (
+def run_key(
+    pod_uid: str, container: str, run_id: str | None, restart_count: int, finished_at: str | None
+) -> tuple[str, str, str]:
+    """A run by its containerID where the kubelet gave one: the restart count shown with one
+    run changes as the kubelet restarts it (n as `state`, n in CrashLoopBackOff, n + 1 once
+    running again); else by its restart count and finish time."""
+    return (pod_uid, container, f"id {run_id}" if run_id else f"{restart_count} {finished_at or ''}")
+
+
+def _key(record: dict[str, Any]) -> tuple[str, str, str]:
+    return run_key(
         record.get("pod_uid", ""),
         record.get("container", ""),
+        record.get("run_id"),
         int(record.get("restart_count", 0)),
-        record.get("finished_at") or "",
+        record.get("finished_at"),
     )
 
 

@@ -47,7 +47,7 @@ REMEMBERED = 100_000
 # Logs read per job pass at most: a 1,024-worker job's cleanup must not wait for 1,024 reads.
 LOG_READS_PER_PASS = 16
 
-RunKey = tuple[str, str, int, str]  # evidence.Failure.key
+RunKey = tuple[str, str, str]  # evidence.Failure.key
 
 
 @dataclass

@@ -86,6 +86,9 @@ class ContainerView:
     finished_at: str | None = None
     # The termination shown is the previous run's (lastState): the container runs again.
     restarted: bool = False
+    # The terminated run's containerID: a kubelet shows one run as `state` (restart count n),
+    # in CrashLoopBackOff as `lastState` (still n), then running again as `lastState` (n + 1).
+    run_id: str | None = None
 
     @property
     def failed(self) -> bool:

@@ -36,6 +36,7 @@ import pytest
 from tests.node.node import IMAGE
 from tests.support.figures import SEED_CLEANUP_BOUND, SEED_CLEANUP_CLAIM, SEED_CLEANUP_MARGIN
 from tests.support.harness.waiting import wait_for
+from tests.support.stack import observe
 
 pytestmark = pytest.mark.node
 
@@ -300,22 +301,13 @@ def seed_stack(request, seed_world):
 
 
 def _evidence(stack, namespace: str) -> list[dict]:
-    """`podsweeper evidence NS/JOB --json`, run as a person runs it."""
-    result = subprocess.run(
-        [sys.executable, "-m", "podsweeper", "evidence", f"{namespace}/{JOB}", "--json"],
-        env={"KUBECONFIG": str(stack.cp.admin_kubeconfig), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 0, result.stderr
-    return [json.loads(line) for line in result.stdout.splitlines()]
+    return observe.evidence(stack.cp.admin_kubeconfig, namespace, JOB)
 
 
 def _runs_kept_twice(records: list[dict]) -> dict[str, list[tuple[int, str]]]:
-    """One container run (pod uid, container, finishedAt) kept in more than one record: the real
+    """One container run (pod uid, container, finishedAt) kept in more than one record. The real
     kubelet shows a run first as `state.terminated` (restartCount n) and then, restarted, as
-    `lastState.terminated` (restartCount n + 1); the store's key holds the restart count."""
+    `lastState.terminated` (restartCount n + 1): the store once kept both (9 records of 6 runs)."""
     runs: dict[tuple, list[dict]] = {}
     for record in records:
         runs.setdefault((record["pod_uid"], record["container"], record.get("finished_at")), []).append(
@@ -449,11 +441,9 @@ def test_the_seed_on_a_real_node_workers_deleted_master_kept(seed_world, seed_st
         mine = [r for r in records if r["pod"] == name]
         assert any(r["source"] == "deleted by podsweeper" for r in mine), mine
         assert any(WORKER_LINE in (r.get("logs") or "") for r in mine), mine
-    twice = _runs_kept_twice(records)  # a finding (docs/seed.md, "On a real node"), not asserted
-    record_property("seed_node_runs_kept_twice", json.dumps(twice))
-    say(
-        f"live: {len(records)} records of {len(records) - sum(len(v) - 1 for v in twice.values())} runs; twice: {twice}"
-    )
+    twice = _runs_kept_twice(records)
+    say(f"live: {len(records)} records; runs kept twice: {twice}")
+    assert not twice, f"a run kept twice (docs/seed.md, On a real node): {twice}"
 
 
 def test_the_seed_on_a_real_node_in_dry_run_nothing_deleted(seed_world, seed_stack, record_property):
@@ -510,9 +500,9 @@ def test_the_seed_on_a_real_node_in_dry_run_nothing_deleted(seed_world, seed_sta
         check=True,
     ).stdout
     assert "deleted by podsweeper" not in text and "would be deleted (dry-run)" in text, text
-    twice = _runs_kept_twice(records)  # a finding (docs/seed.md, "On a real node"), not asserted
-    record_property("seed_node_dry_runs_kept_twice", json.dumps(twice))
+    twice = _runs_kept_twice(records)
     say(f"dry run: {len(records)} records; runs kept twice: {twice}")
+    assert not twice, f"a run kept twice (docs/seed.md, On a real node): {twice}"
 
 
 def _ping(stack) -> None:

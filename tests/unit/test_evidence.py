@@ -444,3 +444,44 @@ def test_the_timeline_says_what_became_of_each_pod_in_words():
     assert "source: would be deleted (dry-run) (podsweeper decided to delete the pod; dry-run: it was" in text
     assert "source: seen by a newer podsweeper\n" in text
     assert "deleted by podsweeper" not in text
+
+
+def _kubelet_status(restarts: int, state: dict, last: dict | None) -> dict:
+    return {"name": "pytorch", "restartCount": restarts, "state": state, "lastState": last or {}}
+
+
+def _ended(run: int, finished: str) -> dict:
+    return {
+        "terminated": {
+            "exitCode": 1,
+            "reason": "Error",
+            "startedAt": finished,
+            "finishedAt": finished,
+            "containerID": f"containerd://run{run}",
+        }
+    }
+
+
+def test_a_run_shown_three_ways_by_a_real_kubelet_is_kept_once():
+    """The real kubelet (v1.36.3, docs/seed.md "On a real node") shows a failed run k as the
+    container's state at restart count k, then in CrashLoopBackOff as its last state still at
+    k, then running again as its last state at k + 1: one run (its containerID), one record."""
+    j = job(backoff_limit=None, conditions=RUNNING)
+    first, second = _ended(0, "2026-11-01T10:00:14Z"), _ended(1, "2026-11-01T10:00:25Z")
+    crash = {"waiting": {"reason": "CrashLoopBackOff"}}
+    running = {"running": {"startedAt": "2026-11-01T10:00:15Z"}}
+    shown = [
+        _kubelet_status(0, first, None),
+        _kubelet_status(1, running, first),
+        _kubelet_status(1, second, first),
+        _kubelet_status(1, crash, second),
+        _kubelet_status(2, running, second),
+    ]
+    records: list = []
+    for status in shown:
+        raw = pod(j, "Worker", 0, phase="Running", containers=[status])
+        records = merge(records, failures_of(parse_pod(raw), 0, TERMINATED)) or records
+    assert [(r["run_id"], r["restart_count"]) for r in records] == [
+        ("containerd://run0", 0),
+        ("containerd://run1", 1),
+    ]

@@ -27,6 +27,7 @@ class ContainerStateTerminated(Schema):
     # every pod event cost more than the rest of the container status.
     startedAt: str | None = None
     finishedAt: str | None = None
+    containerID: str | None = None  # the container the run was: one per run
 
 
 class ContainerState(Schema):
@@ -60,6 +61,7 @@ class ContainerStatus(Schema):
             started_at=terminated.startedAt if terminated else None,
             finished_at=terminated.finishedAt if terminated else None,
             restarted=state.terminated is None and terminated is not None,
+            run_id=(terminated.containerID or "")[:128] or None if terminated else None,
         )
 
 
