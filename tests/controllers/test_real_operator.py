@@ -863,7 +863,6 @@ def test_i_dry_run_evidence_claims_no_delete(real, dry_seed):
     """The seed (master succeeds, workers crash-loop) under PODSWEEPER_DRY_RUN=true: the
     workers are decided (dry-run) and stay; `podsweeper evidence` shows their failures, and no
     record says podsweeper deleted a pod (each one it would delete says so, in those words)."""
-    import subprocess
 
     _, k, _ = real
     dry, job = dry_seed
@@ -911,14 +910,7 @@ def test_i_dry_run_evidence_claims_no_delete(real, dry_seed):
     assert [r for r in records if r.get("logs")], "the simulated kubelet serves logs: they must be kept"
 
     # What a person reads: the words never say podsweeper deleted anything.
-    text = subprocess.run(
-        [sys.executable, "-m", "podsweeper", "evidence", f"{NS_DRY}/pytest"],
-        env={"KUBECONFIG": str(dry.cp.admin_kubeconfig), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
+    text = observe.evidence_text(dry.cp.admin_kubeconfig, NS_DRY, "pytest")
     assert "deleted by podsweeper" not in text and "would be deleted (dry-run)" in text, text
     say(
         f"dry-run evidence of {job['metadata']['name']}: {len(records)} record(s), "

@@ -192,6 +192,26 @@ class RealNode:
     def pod_logs(self) -> Path:
         return self.workdir / "pod-logs"
 
+    def client_kubeconfig(self, path: Path, user: str, pair) -> Path:
+        """A kubeconfig for the control plane (its CA inline) as `user`, with a client pair the
+        node's CA issued (`pki.Pair`): the kubelet's, kube-proxy's."""
+        ca = base64.b64encode(Path(str(self.cp.ca_file)).read_bytes()).decode()
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {"name": "podsweeper", "cluster": {"server": self.cp.url, "certificate-authority-data": ca}}
+            ],
+            "users": [
+                {"name": user, "user": {"client-certificate": str(pair.cert), "client-key": str(pair.key)}}
+            ],
+            "contexts": [{"name": user, "context": {"cluster": "podsweeper", "user": user}}],
+            "current-context": user,
+        }
+        path.write_text(yaml.safe_dump(config))
+        path.chmod(0o600)
+        return path
+
     # -- lifecycle ----------------------------------------------------------------------
 
     def __enter__(self) -> RealNode:
@@ -416,40 +436,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             "kubelet-serving", f"system:node:{self.name}", server=True, ips=(self.ip,), dns=(self.name,)
         )
         client_pair = self.ca.issue("kubelet-client", f"system:node:{self.name}", organization="system:nodes")
-        kubeconfig = kdir / "kubeconfig"
-        kubeconfig.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [
-                        {
-                            "name": "podsweeper",
-                            "cluster": {
-                                "server": self.cp.url,
-                                "certificate-authority-data": base64.b64encode(
-                                    Path(str(self.cp.ca_file)).read_bytes()
-                                ).decode(),
-                            },
-                        }
-                    ],
-                    "users": [
-                        {
-                            "name": self.name,
-                            "user": {
-                                "client-certificate": str(client_pair.cert),
-                                "client-key": str(client_pair.key),
-                            },
-                        }
-                    ],
-                    "contexts": [
-                        {"name": self.name, "context": {"cluster": "podsweeper", "user": self.name}}
-                    ],
-                    "current-context": self.name,
-                }
-            )
-        )
-        kubeconfig.chmod(0o600)
+        kubeconfig = self.client_kubeconfig(kdir / "kubeconfig", self.name, client_pair)
         config = kdir / "config.yaml"
         config.write_text(
             yaml.safe_dump(

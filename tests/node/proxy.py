@@ -141,32 +141,7 @@ class KubeProxy:
         pdir = node.workdir / "kube-proxy"
         pdir.mkdir(exist_ok=True)
         pair = node.ca.issue("kube-proxy-client", "system:kube-proxy")
-        kubeconfig = pdir / "kubeconfig"
-        kubeconfig.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [
-                        {
-                            "name": "podsweeper",
-                            "cluster": {"server": node.cp.url, "certificate-authority": str(node.cp.ca_file)},
-                        }
-                    ],
-                    "users": [
-                        {
-                            "name": "kube-proxy",
-                            "user": {"client-certificate": str(pair.cert), "client-key": str(pair.key)},
-                        }
-                    ],
-                    "contexts": [
-                        {"name": "kube-proxy", "context": {"cluster": "podsweeper", "user": "kube-proxy"}}
-                    ],
-                    "current-context": "kube-proxy",
-                }
-            )
-        )
-        kubeconfig.chmod(0o600)
+        kubeconfig = node.client_kubeconfig(pdir / "kubeconfig", "kube-proxy", pair)
         config = pdir / "config.yaml"
         config.write_text(
             yaml.safe_dump(

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import subprocess
 import sys
 import threading
 import time
@@ -491,14 +490,7 @@ def test_the_seed_on_a_real_node_in_dry_run_nothing_deleted(seed_world, seed_sta
         served = core.read_namespaced_pod_log(name, namespace, container="pytorch")
         assert WORKER_LINE in served, served  # what the kubelet serves now...
         assert any(WORKER_LINE in (r.get("logs") or "") for r in mine), mine  # ...and what was kept
-    text = subprocess.run(
-        [sys.executable, "-m", "podsweeper", "evidence", f"{namespace}/{JOB}"],
-        env={"KUBECONFIG": str(stack.cp.admin_kubeconfig), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
+    text = observe.evidence_text(stack.cp.admin_kubeconfig, namespace, JOB)
     assert "deleted by podsweeper" not in text and "would be deleted (dry-run)" in text, text
     twice = _runs_kept_twice(records)
     say(f"dry run: {len(records)} records; runs kept twice: {twice}")

@@ -117,17 +117,22 @@ def wait_events(
 
 
 def evidence(kubeconfig, namespace: str, job: str) -> list[dict]:
-    """`podsweeper evidence NS/JOB --json` as a person runs it (its own process, `kubeconfig`):
-    the job's kept runs, one dict each."""
+    """`podsweeper evidence NS/JOB --json` as a person runs it: the job's kept runs."""
+    return [json.loads(line) for line in evidence_text(kubeconfig, namespace, job, "--json").splitlines()]
+
+
+def evidence_text(kubeconfig, namespace: str, job: str, *args: str) -> str:
+    """What `podsweeper evidence NS/JOB` prints, run as a person runs it (its own process, with
+    `kubeconfig`)."""
     import subprocess
     import sys
 
     result = subprocess.run(
-        [sys.executable, "-m", "podsweeper", "evidence", f"{namespace}/{job}", "--json"],
+        [sys.executable, "-m", "podsweeper", "evidence", f"{namespace}/{job}", *args],
         env={"KUBECONFIG": str(kubeconfig), "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    return [json.loads(line) for line in result.stdout.splitlines()]
+    return result.stdout
