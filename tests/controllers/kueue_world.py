@@ -30,7 +30,6 @@ Ready: `/readyz` 200 and "Starting workers" from failure-recovery-pod-terminatio
 
 from __future__ import annotations
 
-import datetime
 import os
 import shutil
 import sys
@@ -39,6 +38,7 @@ import time
 from pathlib import Path
 
 from tests.support.controlplane.build import GoBinary, cache_root, ensure_built
+from tests.support.world import trainer_world
 
 KUEUE_MODULE = "sigs.k8s.io/kueue"
 KUEUE_VERSION = "v0.17.0"
@@ -100,17 +100,6 @@ def crds() -> list[dict]:
     for path in sorted(base.glob("*.yaml")):
         docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
     return docs
-
-
-def metrics_pair(directory: Path) -> None:
-    """A self-signed serving pair for the metrics server (127.0.0.1/localhost), 30 days."""
-    from tests.support.world import webhook_cert
-
-    pair = webhook_cert.generate("podsweeper-kueue-ca", ["localhost"], datetime.timedelta(days=30))
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "tls.crt").write_bytes(pair["tls.crt"])
-    (directory / "tls.key").write_bytes(pair["tls.key"])
-    (directory / "tls.key").chmod(0o600)
 
 
 class Kueue:
@@ -199,8 +188,9 @@ class Kueue:
         self.timings["crds"] = time.monotonic() - t0
 
         t0 = time.monotonic()
-        metrics_pair(self.workdir / "webhook-certs")
-        metrics_pair(self.workdir / "metrics-certs")
+        # Serving pairs for 127.0.0.1/localhost (their CA is not needed: nothing verifies them).
+        trainer_world.generate_pair(self.workdir / "webhook-certs")
+        trainer_world.generate_pair(self.workdir / "metrics-certs")
         self.probe_port, self.metrics_port, webhook_port = free_port(), free_port(), free_port()
         self.webhook_port = webhook_port
         config = self.workdir / "kueue-config.yaml"

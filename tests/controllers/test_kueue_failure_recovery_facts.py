@@ -42,6 +42,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from tests.controllers import lost_node
 from tests.controllers.kueue_world import CONTROLLER, FEATURE_GATE, KUEUE_VERSION, Kueue
 from tests.support.harness.waiting import wait_for
 
@@ -58,7 +59,6 @@ CONDITION = ("KueueFailureRecovery", "KueueForcefullyDeleted")
 KUEUE_WAIT = 60
 UNREACHABLE, NOTREADY, LATE = "kfr-unreachable", "kfr-notready", "kfr-late"
 HOLD = "podsweeper.dev/test-hold"
-KWOK_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 # Bounds on Kueue's act after its threshold: it requeues for exactly the remaining time; seen
 # 0.0-1.0 s late (deletionTimestamp has whole seconds). 5 s for a busy 2-core machine.
 SLACK = 5
@@ -71,14 +71,6 @@ def say(text: str) -> None:
 
 def parse_time(stamp: str) -> float:
     return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
-
-
-def node_body(name: str, *, kwok: bool) -> dict:
-    resources = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}
-    metadata: dict = {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}}
-    if kwok:
-        metadata["annotations"] = {KWOK_ANNOTATION[0]: KWOK_ANNOTATION[1]}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": metadata, "status": {"capacity": resources}}
 
 
 def pod_body(name: str, node: str, annotation: str | None, *, grace: int = 1, labels=None, finalizer=False):
@@ -210,41 +202,7 @@ class Scene:
 
     def lose(self, node: str, *, ready: str, taint: str | None) -> None:
         """Delete the Node (kwok forgets it) and create it as node-lifecycle would leave it."""
-        from kubernetes.client.rest import ApiException
-
-        self.core.delete_node(node)
-
-        def gone() -> bool:
-            try:
-                self.core.read_node(node)
-            except ApiException as error:
-                return error.status == 404
-            return False
-
-        wait_for(f"node {node} deleted", gone, timeout=10)
-        body = node_body(node, kwok=False)
-        if taint:
-            body["spec"] = {
-                "taints": [{"key": taint, "effect": "NoSchedule"}, {"key": taint, "effect": "NoExecute"}]
-            }
-        self.core.create_node(body)
-        self.set_ready(node, ready)
-
-    def set_ready(self, node: str, status: str) -> None:
-        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        reason, message = {
-            "Unknown": ("NodeStatusUnknown", "Kubelet stopped posting node status."),
-            "False": ("KubeletNotReady", "container runtime network not ready"),
-        }[status]
-        condition = {
-            "type": "Ready",
-            "status": status,
-            "reason": reason,
-            "message": message,
-            "lastHeartbeatTime": stamp,
-            "lastTransitionTime": stamp,
-        }
-        self.core.patch_node_status(node, {"status": {"conditions": [condition]}})
+        lost_node.lose(self.core, node, ready=ready, taint=taint)
 
     def taint_unreachable(self, node: str) -> None:
         taints = [
@@ -323,7 +281,7 @@ def scene():
 def run(s: Scene) -> None:
     t0 = time.monotonic()
     for node in (UNREACHABLE, NOTREADY, LATE):
-        s.core.create_node(node_body(node, kwok=True))
+        s.core.create_node(lost_node.node_body(node, kwok=True))
     for node in (UNREACHABLE, NOTREADY, LATE):
         wait_for(f"kwok makes {node} Ready", lambda node=node: s.ready(node) == "True", timeout=30)
         s.core.patch_node(node, {"spec": {"taints": None}})

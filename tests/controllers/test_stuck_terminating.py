@@ -40,6 +40,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.controllers import lost_node
 from tests.fixtures.builders import secret_env
 from tests.support.harness.waiting import wait_for
 
@@ -55,20 +56,11 @@ KUEUE_SAFE = "kueue.x-k8s.io/safe-to-forcefully-delete"
 GRACE = 1  # the workers' terminationGracePeriodSeconds
 # The masters succeed after this; the node must be lost before (the race is asserted).
 MASTER_RUN = 8
-KWOK_ANNOTATION = ("kwok.x-k8s.io/node", "fake")  # the world's kwok manages nodes with it
 FINISHED = {"Succeeded", "Failed"}
 
 
 def say(text: str) -> None:
     print(f"\nstuck-terminating: {text}", file=sys.stderr, flush=True)
-
-
-def node_body(name: str, *, kwok: bool) -> dict:
-    resources = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}
-    metadata: dict = {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}}
-    if kwok:
-        metadata["annotations"] = {KWOK_ANNOTATION[0]: KWOK_ANNOTATION[1]}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": metadata, "status": {"capacity": resources}}
 
 
 def job(name: str, worker_node: str, master_node: str, workers: int, kueue_safe: str | None = None) -> dict:
@@ -162,45 +154,7 @@ class Scene:
 
     def lose_node(self) -> None:
         """The kubelet of LOST stops for good; the Node says so as node-lifecycle would."""
-        from kubernetes.client.rest import ApiException
-
-        self.core.delete_node(LOST)
-
-        def gone() -> bool:
-            try:
-                self.core.read_node(LOST)
-            except ApiException as error:
-                return error.status == 404
-            return False
-
-        wait_for("node deleted", gone, timeout=10)
-        body = node_body(LOST, kwok=False)
-        body["spec"] = {
-            "taints": [
-                {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"},
-                {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"},
-            ]
-        }
-        self.core.create_node(body)
-        self.lost_at = datetime.now(UTC).replace(microsecond=0)
-        stamp = self.lost_at.strftime("%Y-%m-%dT%H:%M:%SZ")
-        self.core.patch_node_status(
-            LOST,
-            {
-                "status": {
-                    "conditions": [
-                        {
-                            "type": "Ready",
-                            "status": "Unknown",
-                            "reason": "NodeStatusUnknown",
-                            "message": "Kubelet stopped posting node status.",
-                            "lastHeartbeatTime": stamp,
-                            "lastTransitionTime": stamp,
-                        }
-                    ]
-                }
-            },
-        )
+        self.lost_at = lost_node.lose(self.core, LOST)
 
     def sweep(self, env: dict[str, str], label: str):
         """Serve the function with `env`, POST one sweep, stop it; (status, summary, decisions).
@@ -246,7 +200,7 @@ def test_stuck_terminating_force_deletes_only_on_the_lost_node(scene, record_pro
     s = scene
     t0 = time.monotonic()
     s.core.create_namespace({"metadata": {"name": NS}})
-    s.core.create_node(node_body(LOST, kwok=True))
+    s.core.create_node(lost_node.node_body(LOST, kwok=True))
     wait_for("kwok makes the new node Ready", lambda: s.ready(LOST) == "True", timeout=30)
     # The API server's admission taints a new node not-ready; only node-lifecycle lifts it.
     s.core.patch_node(LOST, {"spec": {"taints": None}})

@@ -507,13 +507,17 @@ SEED_RUNNING = (("Created", "True"), ("Running", "True"))
 SEED_RESTARTS = (1, 3, 5, 8)
 
 
+def _free_keys(taken: frozenset) -> list[tuple[str, str, str]]:
+    """The (kind, namespace, name) job keys no line or story drew yet, in a fixed order."""
+    return [(k, ns, n) for k in KINDS for ns in NAMESPACES for n in JOB_NAMES if (k, ns, n) not in taken]
+
+
 @st.composite
 def _kueue_story(draw, taken: frozenset, lost: tuple[str, ...]) -> list[tuple[int, str, object]]:
     """A finished job's worker whose owner said `safe-to-forcefully-delete: "true"`, deleted
     while its node is lost: a sweep within Kueue's turn (60 s, then the grace) must keep it, a
     later one takes it. (seconds, verb, spec; a ping's spec is None)."""
-    free = [(k, ns, n) for k in KINDS for ns in NAMESPACES for n in JOB_NAMES if (k, ns, n) not in taken]
-    kind, namespace, name = draw(st.sampled_from(free))
+    kind, namespace, name = draw(st.sampled_from(_free_keys(taken)))
     start = draw(st.integers(0, 600))
     job = JobSpec(
         kind=kind,
@@ -553,8 +557,7 @@ def _seed_story(draw, taken: frozenset) -> list[tuple[int, str, object]]:
     """The lab note's story, drawn often so its rules are met in every run of the generator,
     not by luck: a job with no backoffLimit whose workers crash-loop, restarts growing; the job
     may then be marked Succeeded (its master done) while they loop on. (seconds, verb, spec)."""
-    free = [(k, ns, n) for k in KINDS for ns in NAMESPACES for n in JOB_NAMES if (k, ns, n) not in taken]
-    kind, namespace, name = draw(st.sampled_from(free))
+    kind, namespace, name = draw(st.sampled_from(_free_keys(taken)))
     running = JobSpec(
         kind=kind,
         api_version="kubeflow.org/v1",
@@ -755,11 +758,14 @@ def scenarios(draw, settings=None, successors: bool = True) -> Scenario:
         for t, verb, spec in items:
             timed.append((t, order, verb, spec))
             order += 1
-    if draw(st.integers(0, 2)) == 0:  # the seed's own story, in a job key no line above has
-        taken_keys = {(kind, ns, name) for _, kind, ns, name in lines} | {("MPIJob", *k) for k in mpi_taken}
+    # Job keys the lines above hold: each story below takes a key none of them has.
+    taken_keys = {(kind, ns, name) for _, kind, ns, name in lines} | {("MPIJob", *k) for k in mpi_taken}
+    if draw(st.integers(0, 2)) == 0:  # the seed's own story
         for t, verb, spec in draw(_seed_story(frozenset(taken_keys))):
             timed.append((t, order, verb, spec))
             order += 1
+            if isinstance(spec, JobSpec):
+                taken_keys.add(spec.key)
     nodes = {name: draw(st.sampled_from(NODE_STATES)) for name in NODES}  # drawn last, as above
     # The namespaces' policies, shown first (a namespace exists before what runs in it).
     for spec in draw(namespace_policies()):  # drawn last, as above
@@ -779,7 +785,6 @@ def scenarios(draw, settings=None, successors: bool = True) -> Scenario:
     # node, with sweeps within Kueue's turn and after it.
     lost = sorted(name for name, state in nodes.items() if state != "Ready")
     if lost and draw(st.integers(0, 1)) == 0:
-        taken_keys = {(kind, ns, name) for _, kind, ns, name in lines} | {("MPIJob", *k) for k in mpi_taken}
         for t, verb, spec in draw(_kueue_story(frozenset(taken_keys), tuple(lost))):
             timed.append((t, order, verb, spec))
             order += 1
