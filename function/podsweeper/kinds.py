@@ -13,7 +13,7 @@ from dataclasses import dataclass
 # Kueue queues a job by this label, and then drives its suspend switch itself.
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # A pod's owner says whether a force delete is safe for it ("true"/"false"); Kueue's failure
-# recovery (alpha, gate FailureRecovery) force-deletes a "true" pod on an unreachable node
+# recovery (alpha, gate FailureRecoveryPolicy) force-deletes a "true" pod on an unreachable node
 # this long after its deletionTimestamp (its forcefulTerminationGracePeriod, not configurable
 # in Kueue v0.17).
 KUEUE_SAFE_TO_FORCEFULLY_DELETE = "kueue.x-k8s.io/safe-to-forcefully-delete"
