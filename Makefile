@@ -35,7 +35,8 @@ demo: $(UNIT_STAMP)
 ## that a set iterated anywhere else cannot make two runs differ (`make fresh` varies it).
 DERANDOMIZED := PYTHONHASHSEED=0
 
-## Everything, lint first (fails fast): the five rungs below in one pytest run, cheapest first
+## Everything, lint first (fails fast): the rungs below in one pytest run, cheapest first (the
+## node rung's one `ci` test last)
 ## (pyproject.toml's testpaths; one run, so the figures page gets the replay and apiserver
 ## figures together); then the figures page, a run on fresh random worlds, and a sample of the
 ## seeded bugs drawn anew each run (the whole sweep is `make mutants`).
@@ -112,16 +113,20 @@ SCALE_NAMESPACES ?= 1000
 source-scale: $(FULL_STAMP)
 	$(PY) -m tests.support.knative.scale --namespaces $(SCALE_NAMESPACES) --output $(CURDIR)/out/source-scale.json
 
-## An hour of churn on the real world: tests/controllers/test_soak.py at length (CI runs three
-## minutes of it), a PingSource tick a minute, a function instance killed every ten minutes.
-## Figures to out/soak-figures.json; SOAK_SEED repeats a run.
+## An hour of churn on the real world (tests/controllers/test_soak.py, marked soak: not in
+## `make test`), a PingSource tick a minute, a function instance killed every ten minutes.
+## Figures to out/soak-figures.json; SOAK_SEED repeats a run. Three minutes, a tick every 20 s
+## and one kill: `make soak SOAK_SECONDS=180 SOAK_KILL_EVERY=120 SOAK_TICK_SECONDS=20`.
 SOAK_SECONDS ?= 3600
+SOAK_KILL_EVERY ?= 600
+SOAK_TICK_SECONDS ?= 60
 SOAK_SEED ?=
 soak: $(FULL_STAMP)
-	PODSWEEPER_SOAK_SECONDS=$(SOAK_SECONDS) PODSWEEPER_SOAK_KILL_EVERY=600 PODSWEEPER_SOAK_TICK_SECONDS=60 \
+	PODSWEEPER_SOAK_SECONDS=$(SOAK_SECONDS) PODSWEEPER_SOAK_KILL_EVERY=$(SOAK_KILL_EVERY) \
+	PODSWEEPER_SOAK_TICK_SECONDS=$(SOAK_TICK_SECONDS) \
 	PODSWEEPER_SOAK_SEED=$(SOAK_SEED) PODSWEEPER_FIGURES_FILE=$(CURDIR)/out/soak-figures.json \
 	PODSWEEPER_DURATIONS_FILE=$(CURDIR)/out/soak-durations.json \
-	$(PY) -m pytest -p no:cacheprovider -s tests/controllers/test_soak.py
+	$(PY) -m pytest -p no:cacheprovider -s -m soak tests/controllers/test_soak.py
 
 ## Seeded bugs, each in a temporary copy against the suites it names: each must be caught
 ## by a FAILED test (writes docs/mutants.md). ~16 min on 2 cores: not in CI, run before a change lands.
@@ -162,8 +167,9 @@ world-facts: $(FULL_STAMP)
 ## A real node (issue 41): the kubelet built from the control plane's module, Debian's containerd,
 ## runc and CNI plugins (apt-get on first use), in a network namespace with a veth to the host; a
 ## real crash loop and its logs through the API; the seed's PyTorchJob on it with the real training
-## operator and podsweeper served live (tests/node/test_seed_on_node.py). Root; not in `make test`
-## (tests/node, marker node). Its figures and times go to files of their own (as make fresh's).
+## operator and podsweeper served live (tests/node/test_seed_on_node.py). Root. `make test` runs one
+## of its tests (marker ci: the seed cleaned by podsweeper as a pod, test_seed_by_its_pod.py); this
+## runs them all. Its figures and times go to files of their own (as make fresh's).
 node: $(FULL_STAMP)
 	PODSWEEPER_DURATIONS_FILE=$(CURDIR)/out/node-durations.json \
 	PODSWEEPER_FIGURES_FILE=$(CURDIR)/out/node-figures.json \

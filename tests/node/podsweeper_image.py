@@ -97,8 +97,6 @@ def archive(log: TextIO = sys.stderr) -> Archive:
             file=log,
             flush=True,
         )
-        # tests.delivery.image.REPO is not the repository (parents[3] of tests/delivery/image.py
-        # is its parent directory): the context is named here.
         build_image(IMAGE, context=REPO)
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(f".partial-{os.getpid()}")

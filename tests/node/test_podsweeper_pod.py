@@ -46,90 +46,11 @@ import pytest
 import requests
 from kubernetes import client
 
-from tests.node import podsweeper_image
+from tests.node import podsweeper_image, shipped
+from tests.node.shipped import AUDIENCE, NAMESPACE, OVERLAY, PINGSOURCE_SENDER, REPO, SA_MOUNT
 from tests.support.harness.processes import wait_until
 
 pytestmark = pytest.mark.node
-
-REPO = Path(__file__).resolve().parents[2]
-OVERLAY = REPO / "knative" / "overlays" / "without-serving"
-NAMESPACE = "podsweeper"
-PINGSOURCE_SENDER = "podsweeper-sweep-oidc-sources.knative.dev-pingsource"
-AUDIENCE = "podsweeper.dev/function"
-# Not applied: no Knative Eventing CRDs here (the sources), no Deployment controller (its pod is
-# made below).
-NOT_APPLIED = {"ApiServerSource", "PingSource", "Deployment"}
-SA_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
-
-
-def _rendered() -> list[dict]:
-    from tests.support.tools.kustomize import render
-
-    return render(OVERLAY)
-
-
-def _pod_from_deployment(deployment: dict, node_name: str) -> dict:
-    """The Deployment's pod template as a pod on the node, plus what the ServiceAccount admission
-    plugin would add (the kube-api-access volume), the image the local build."""
-    template = copy.deepcopy(deployment["spec"]["template"])
-    spec = template["spec"]
-    (container,) = spec["containers"]
-    container["image"] = podsweeper_image.IMAGE
-    container["imagePullPolicy"] = "Never"
-    volume = "kube-api-access-podsweeper"
-    spec["volumes"].append(
-        {
-            "name": volume,
-            "projected": {
-                "defaultMode": 0o644,
-                "sources": [
-                    {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
-                    {
-                        "configMap": {
-                            "name": "kube-root-ca.crt",
-                            "items": [{"key": "ca.crt", "path": "ca.crt"}],
-                        }
-                    },
-                    {
-                        "downwardAPI": {
-                            "items": [
-                                {
-                                    "path": "namespace",
-                                    "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
-                                }
-                            ]
-                        }
-                    },
-                ],
-            },
-        }
-    )
-    container.setdefault("volumeMounts", []).append({"name": volume, "mountPath": SA_MOUNT, "readOnly": True})
-    spec["nodeName"] = node_name  # no scheduler in this world
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": "podsweeper-0",
-            "namespace": deployment["metadata"]["namespace"],
-            "labels": template["metadata"]["labels"],
-            "annotations": template["metadata"].get("annotations", {}),
-        },
-        "spec": spec,
-    }
-
-
-def _apply_overlay(kube, objects: list[dict]) -> list[str]:
-    applied = []
-    for obj in objects:
-        if obj["kind"] in NOT_APPLIED:
-            continue
-        obj = copy.deepcopy(obj)
-        if obj["kind"] == "Namespace":
-            obj["metadata"].setdefault("labels", {})["pod-security.kubernetes.io/enforce"] = "restricted"
-        kube.apply(obj)
-        applied.append(f"{obj['kind']}/{obj['metadata']['name']}")
-    return applied
 
 
 def test_podsweeper_runs_from_its_image_ready_and_reads_the_api_in_cluster(real_node, admin_api, request):
@@ -153,10 +74,10 @@ def test_podsweeper_runs_from_its_image_ready_and_reads_the_api_in_cluster(real_
     )
 
     # 2. The shipped objects (minus the sources and the Deployment), the namespace restricted.
-    objects = _rendered()
+    objects = shipped.rendered()
     kube = Kube(cp.url, cp.tokens["admin"], cp.ca_file)
     try:
-        applied = _apply_overlay(kube, objects)
+        applied = shipped.apply_overlay(kube, objects)
     finally:
         kube.close()
     print(f"applied from {OVERLAY.relative_to(REPO)}: {applied}")
@@ -177,7 +98,7 @@ def test_podsweeper_runs_from_its_image_ready_and_reads_the_api_in_cluster(real_
 
     # Pod Security admission refuses a pod the restricted level forbids (the check is live).
     deployment = next(o for o in objects if o["kind"] == "Deployment")
-    pod = _pod_from_deployment(deployment, real_node.name)
+    pod = shipped.pod_from_deployment(deployment, real_node.name)
     bad = copy.deepcopy(pod)
     bad["metadata"]["name"] = "podsweeper-privileged"
     bad["spec"]["containers"][0]["securityContext"]["allowPrivilegeEscalation"] = True

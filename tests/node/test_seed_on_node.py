@@ -26,219 +26,34 @@ from __future__ import annotations
 import json
 import secrets
 import sys
-import threading
 import time
-from datetime import UTC, datetime
 
 import pytest
 
-from tests.node.node import IMAGE
+from tests.node.seed import (
+    DRY_RUN_WATCH_SECONDS,
+    GROUP,
+    JOB,
+    MASTER,
+    PLURAL,
+    VERSION,
+    WORKER_LINE,
+    WORKERS,
+    Seen,
+    Watch,
+    container_state,
+    events,
+    parse_time,
+    run_seed,
+    runs_kept_twice,
+    say,
+    seed_job,
+)
 from tests.support.figures import SEED_CLEANUP_BOUND, SEED_CLEANUP_CLAIM, SEED_CLEANUP_MARGIN
 from tests.support.harness.waiting import wait_for
 from tests.support.stack import observe
 
 pytestmark = pytest.mark.node
-
-GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "pytorchjobs"
-JOB = "pytest"  # the note's name
-WORKERS = [f"{JOB}-worker-{i}" for i in range(3)]
-MASTER = f"{JOB}-master-0"
-WORKER_LINE = "podsweeper seed worker: RuntimeError: the worker failed, exiting 1"
-MASTER_SECONDS, WORKER_SECONDS = 30, 10
-# A dry run watches this long after the job's create, so the workers' restarts keep growing
-# after Succeeded (the note: "4 restarts at 2 min 45 s and still going").
-DRY_RUN_WATCH_SECONDS = 75
-
-
-def say(text: str) -> None:
-    print(f"\nseed-on-node: {text}", file=sys.stderr, flush=True)
-
-
-def parse_time(text: str) -> float:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
-
-
-def _container(script: str) -> dict:
-    return {
-        "name": "pytorch",  # the operator's webhook requires a container of this name
-        "image": IMAGE,
-        "imagePullPolicy": "Never",
-        "command": ["sh", "-c", f"trap 'exit 143' TERM; {script}"],
-        # The node's fake GPUs (tests/node/world.py): the seed's pods ask for one each.
-        "resources": {"limits": {"nvidia.com/gpu": "1"}},
-    }
-
-
-def seed_job(master_seconds: int = MASTER_SECONDS, workers: int = 3) -> dict:
-    """The note's PyTorchJob on the node's image: the master trains and succeeds, every worker
-    prints a line and fails; restartPolicy OnFailure, no backoffLimit, cleanPodPolicy unset."""
-    master = f"echo 'master: training'; sleep {master_seconds} & wait $!; echo 'master: done'"
-    worker = f"echo '{WORKER_LINE}'; sleep {WORKER_SECONDS} & wait $!; exit 1"
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "PyTorchJob",
-        "metadata": {"name": JOB},
-        "spec": {
-            "runPolicy": {},  # no backoffLimit, cleanPodPolicy unset (None)
-            "pytorchReplicaSpecs": {
-                "Master": {
-                    "replicas": 1,
-                    "restartPolicy": "OnFailure",
-                    "template": {"spec": {"containers": [_container(master)]}},
-                },
-                "Worker": {
-                    "replicas": workers,
-                    "restartPolicy": "OnFailure",
-                    "template": {"spec": {"containers": [_container(worker)]}},
-                },
-            },
-        },
-    }
-
-
-class Watch(threading.Thread):
-    """Every change of a namespace's pods, or of its PyTorchJobs, as the API server's watch
-    delivers it: (arrival time.time(), type, object). Re-lists when the watch expires."""
-
-    def __init__(self, api, namespace: str, what: str):
-        super().__init__(daemon=True, name=f"watch-{what}-{namespace}")
-        from kubernetes import client
-
-        self.namespace, self.what = namespace, what
-        self.core, self.custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-        self.events: list[tuple[float, str, dict]] = []
-        self._stop_flag = threading.Event()
-        self._response = None
-        self._ready = threading.Event()
-
-    def _call(self, **kwargs):
-        if self.what == "pods":
-            return self.core.list_namespaced_pod(self.namespace, _preload_content=False, **kwargs)
-        return self.custom.list_namespaced_custom_object(
-            GROUP, VERSION, self.namespace, PLURAL, _preload_content=False, **kwargs
-        )
-
-    def run(self) -> None:
-        from kubernetes.watch.watch import iter_resp_lines
-
-        version = ""
-        while not self._stop_flag.is_set():
-            try:
-                if not version:
-                    body = json.loads(self._call().data)
-                    version = body["metadata"]["resourceVersion"]
-                    now = time.time()
-                    self.events.extend((now, "LISTED", item) for item in body.get("items") or [])
-                    self._ready.set()
-                self._response = self._call(
-                    watch=True, resource_version=version, timeout_seconds=60, _request_timeout=(5, 90)
-                )
-                for line in iter_resp_lines(self._response):
-                    change = json.loads(line)
-                    if change.get("type") == "ERROR":
-                        version = ""
-                        break
-                    obj = change.get("object") or {}
-                    self.events.append((time.time(), change["type"], obj))
-                    version = (obj.get("metadata") or {}).get("resourceVersion") or version
-            except Exception:  # noqa: BLE001 - keep watching (a stop closes the stream)
-                if self._stop_flag.is_set():
-                    return
-                time.sleep(0.1)
-
-    def start(self) -> Watch:
-        super().start()
-        assert self._ready.wait(30), f"the {self.what} watch of {self.namespace} never listed"
-        return self
-
-    def stop(self) -> None:
-        self._stop_flag.set()
-        response = self._response
-        if response is not None:  # shutdown() ends a blocked read; close() waits for the server
-            try:
-                getattr(response, "shutdown", response.close)()
-            except Exception:  # noqa: BLE001
-                pass
-        self.join(5)
-
-
-def _state(status: dict) -> str:
-    state = status.get("state") or {}
-    if "running" in state:
-        return "running"
-    if "waiting" in state:
-        return f"waiting {state['waiting'].get('reason')}"
-    if "terminated" in state:
-        done = state["terminated"]
-        return f"terminated {done.get('reason')}/{done.get('exitCode')}"
-    return "-"
-
-
-class Seen:
-    """What the watches saw of one job's run: its conditions, each pod's container states
-    (init and main) with their restart counts, its delete (deletionTimestamp) and its end."""
-
-    def __init__(self, pods: Watch, jobs: Watch, t0: float):
-        self.t0 = t0
-        self.lines: list[tuple[float, str]] = []
-        self.conditions: dict[str, tuple[float, str]] = {}  # type -> (seen, lastTransitionTime)
-        self.uids: dict[str, str] = {}  # pod name -> uid (the first)
-        self.names: dict[str, str] = {}  # uid -> name
-        self.deleting: dict[str, float] = {}  # uid -> first seen with a deletionTimestamp
-        self.gone: dict[str, float] = {}  # uid -> DELETED seen
-        self.restarts: dict[str, list[tuple[float, int]]] = {}  # name -> (seen, restartCount) changes
-        self.states: dict[str, list[tuple[float, int, str]]] = {}  # name/container -> changes
-        self.terminations: set[tuple[str, str, str, int]] = set()  # (uid, container, finishedAt, exit)
-        self.waiting_backoff: dict[str, list[tuple[float, int]]] = {}  # name -> (seen, restartCount)
-        for seen, _, job in jobs.events:
-            for c in (job.get("status") or {}).get("conditions") or []:
-                if c["status"] == "True" and c["type"] not in self.conditions:
-                    self.conditions[c["type"]] = (seen, c.get("lastTransitionTime", ""))
-                    self.lines.append((seen, f"job {c['type']} ({c.get('reason')})"))
-        last: dict[str, tuple[int, str]] = {}
-        for seen, kind, pod in pods.events:
-            meta, status = pod["metadata"], pod.get("status") or {}
-            name, uid = meta["name"], meta["uid"]
-            if uid not in self.names:
-                self.names[uid] = name
-                self.uids.setdefault(name, uid)
-                self.lines.append((seen, f"{name} created"))
-            if kind == "DELETED":
-                self.gone.setdefault(uid, seen)
-                self.lines.append((seen, f"{name} gone"))
-                continue
-            if meta.get("deletionTimestamp") and uid not in self.deleting:
-                self.deleting[uid] = seen
-                self.lines.append((seen, f"{name} delete requested (deletionTimestamp set)"))
-            for group in ("initContainerStatuses", "containerStatuses"):
-                for c in status.get(group) or []:
-                    for part in ("state", "lastState"):
-                        done = (c.get(part) or {}).get("terminated")
-                        if done:
-                            self.terminations.add(
-                                (uid, c["name"], done.get("finishedAt"), done.get("exitCode"))
-                            )
-                    key, now = f"{name}/{c['name']}", (c.get("restartCount", 0), _state(c))
-                    if last.get(key) != now:
-                        last[key] = now
-                        self.states.setdefault(key, []).append((seen, *now))
-                        self.lines.append((seen, f"{key} restarts={now[0]} {now[1]}"))
-                        if now[1] == "waiting CrashLoopBackOff":
-                            self.waiting_backoff.setdefault(name, []).append((seen, now[0]))
-                    if group == "containerStatuses":
-                        counts = self.restarts.setdefault(name, [])
-                        if not counts or counts[-1][1] != c.get("restartCount", 0):
-                            counts.append((seen, c.get("restartCount", 0)))
-
-    def at(self, seen: float) -> float:
-        return round(seen - self.t0, 2)
-
-    def timeline(self) -> str:
-        return "\n".join(f"{self.at(seen):7.2f}  {text}" for seen, text in sorted(self.lines))
-
-    def restart_times(self, name: str) -> list[tuple[int, float]]:
-        """(restartCount, seconds after the create) of each count the pod's container reached."""
-        return [(count, self.at(seen)) for seen, count in self.restarts.get(name, [])]
 
 
 @pytest.fixture(scope="module")
@@ -303,53 +118,6 @@ def _evidence(stack, namespace: str) -> list[dict]:
     return observe.evidence(stack.cp.admin_kubeconfig, namespace, JOB)
 
 
-def _runs_kept_twice(records: list[dict]) -> dict[str, list[tuple[int, str]]]:
-    """One container run (pod uid, container, finishedAt) kept in more than one record. The real
-    kubelet shows a run first as `state.terminated` (restartCount n) and then, restarted, as
-    `lastState.terminated` (restartCount n + 1): the store once kept both (9 records of 6 runs)."""
-    runs: dict[tuple, list[dict]] = {}
-    for record in records:
-        runs.setdefault((record["pod_uid"], record["container"], record.get("finished_at")), []).append(
-            record
-        )
-    return {
-        f"{kept[0]['pod']} run ending {key[2]}": [(r["restart_count"], r["source"]) for r in kept]
-        for key, kept in runs.items()
-        if len(kept) > 1
-    }
-
-
-def _events(core, namespace: str, reason: str) -> list[dict]:
-    body = core.list_namespaced_event(namespace, field_selector=f"reason={reason}", _preload_content=False)
-    return json.loads(body.data).get("items") or []
-
-
-def _run_seed(stack, until, timeout: float) -> tuple[Seen, dict]:
-    """Create the seed job in the stack's namespace with both watches on; watch until
-    `until(seen)` holds (or timeout); return what was seen and the job as created."""
-    from kubernetes import client
-
-    namespace = stack.namespace
-    pods = Watch(stack.admin_api, namespace, "pods").start()
-    jobs = Watch(stack.admin_api, namespace, "jobs").start()
-    try:
-        custom = client.CustomObjectsApi(stack.admin_api)
-        created = custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, seed_job())
-        t0 = time.time()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            stack.check_alive()
-            seen = Seen(pods, jobs, t0)
-            if until(seen):
-                break
-            time.sleep(0.2)
-        time.sleep(0.5)  # the last changes' events
-        return Seen(pods, jobs, t0), created
-    finally:
-        pods.stop()
-        jobs.stop()
-
-
 def test_the_seed_on_a_real_node_workers_deleted_master_kept(seed_world, seed_stack, record_property):
     """Live: the workers crash-loop under the real kubelet; at the job's Succeeded podsweeper
     deletes the three workers within a second, keeps the master, and keeps each worker's real
@@ -363,7 +131,7 @@ def test_the_seed_on_a_real_node_workers_deleted_master_kept(seed_world, seed_st
     def done(seen: Seen) -> bool:
         return "Succeeded" in seen.conditions and all(seen.uids.get(w) in seen.gone for w in WORKERS)
 
-    seen, created = _run_seed(stack, done, 150)
+    seen, created = run_seed(stack, done, 150)
     say(f"live timeline (s after the create):\n{seen.timeline()}")
     assert "Succeeded" in seen.conditions, seen.timeline()
     succeeded, ltt = seen.conditions["Succeeded"][0], parse_time(seen.conditions["Succeeded"][1])
@@ -422,7 +190,7 @@ def test_the_seed_on_a_real_node_workers_deleted_master_kept(seed_world, seed_st
     assert not master.metadata.deletion_timestamp
     warned = [
         e
-        for e in _events(core, namespace, "NoBackoffLimit")
+        for e in events(core, namespace, "NoBackoffLimit")
         if e["involvedObject"]["uid"] == created["metadata"]["uid"]
     ]
     assert len(warned) == 1 and warned[0]["type"] == "Warning", warned
@@ -440,7 +208,7 @@ def test_the_seed_on_a_real_node_workers_deleted_master_kept(seed_world, seed_st
         mine = [r for r in records if r["pod"] == name]
         assert any(r["source"] == "deleted by podsweeper" for r in mine), mine
         assert any(WORKER_LINE in (r.get("logs") or "") for r in mine), mine
-    twice = _runs_kept_twice(records)
+    twice = runs_kept_twice(records)
     say(f"live: {len(records)} records; runs kept twice: {twice}")
     assert not twice, f"a run kept twice (docs/seed.md, On a real node): {twice}"
 
@@ -458,7 +226,7 @@ def test_the_seed_on_a_real_node_in_dry_run_nothing_deleted(seed_world, seed_sta
     def watched_long_enough(seen: Seen) -> bool:
         return "Succeeded" in seen.conditions and time.time() - started >= DRY_RUN_WATCH_SECONDS
 
-    seen, _ = _run_seed(stack, watched_long_enough, DRY_RUN_WATCH_SECONDS + 60)
+    seen, _ = run_seed(stack, watched_long_enough, DRY_RUN_WATCH_SECONDS + 60)
     say(f"dry-run timeline (s after the create):\n{seen.timeline()}")
     assert "Succeeded" in seen.conditions, seen.timeline()
     succeeded = seen.conditions["Succeeded"][0]
@@ -475,7 +243,7 @@ def test_the_seed_on_a_real_node_in_dry_run_nothing_deleted(seed_world, seed_sta
     assert decisions and all(d["result"] == "dry-run" and d["dry_run"] for d in decisions), decisions
     assert {d["uid"] for d in decisions} == {seen.uids[w] for w in WORKERS}
     assert not [d for d in stack.function.decisions() if d.get("result") == "deleted"]
-    assert not _events(core, namespace, "PodsCleanedUp")
+    assert not events(core, namespace, "PodsCleanedUp")
 
     records = _evidence(stack, namespace)
     say("dry-run evidence:\n" + "\n".join(json.dumps(r, sort_keys=True) for r in records))
@@ -492,7 +260,7 @@ def test_the_seed_on_a_real_node_in_dry_run_nothing_deleted(seed_world, seed_sta
         assert any(WORKER_LINE in (r.get("logs") or "") for r in mine), mine  # ...and what was kept
     text = observe.evidence_text(stack.cp.admin_kubeconfig, namespace, JOB)
     assert "deleted by podsweeper" not in text and "would be deleted (dry-run)" in text, text
-    twice = _runs_kept_twice(records)
+    twice = runs_kept_twice(records)
     say(f"dry run: {len(records)} records; runs kept twice: {twice}")
     assert not twice, f"a run kept twice (docs/seed.md, On a real node): {twice}"
 
@@ -557,7 +325,7 @@ def test_crash_loop_rule_on_the_real_kubelet(seed_world, seed_stack, record_prop
                 time.sleep(2.0)  # well inside a back-off of >= 20 s
                 _ping(stack)
                 raw = json.loads(core.read_namespaced_pod(worker, namespace, _preload_content=False).data)
-                swept.append((time.time(), current, _state(raw["status"]["containerStatuses"][0])))
+                swept.append((time.time(), current, container_state(raw["status"]["containerStatuses"][0])))
             if current >= 3:
                 break
             time.sleep(0.1)
@@ -575,7 +343,7 @@ def test_crash_loop_rule_on_the_real_kubelet(seed_world, seed_stack, record_prop
         if state == "waiting CrashLoopBackOff" and i + 1 < len(states):
             shown.append((count, round(states[i + 1][0] - at, 3)))
     decisions = [d for d in stack.function.decisions() if d.get("rule") == "crash-loop"]
-    warnings = _events(core, namespace, "CrashLoopWithoutLimit")
+    warnings = events(core, namespace, "CrashLoopWithoutLimit")
     result = {
         "restarts": seen.restart_times(worker),
         "crashloopbackoff_shown_s": shown,

@@ -66,9 +66,10 @@ def refs_of(cell: str, abbreviations: dict[str, str]) -> list[tuple[str, str | N
 
 @functools.cache
 def collected(paths: tuple[str, ...]) -> frozenset[str]:
-    """The test ids pytest collects in these files (parametrized ids without their brackets)."""
+    """The test ids pytest collects in these files (parametrized ids without their brackets),
+    those of the own targets too (`-m ""`: the soak is cited, and `make soak` runs it)."""
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *paths],
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m", "", *paths],
         cwd=ROOT,
         capture_output=True,
         text=True,

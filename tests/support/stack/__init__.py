@@ -466,42 +466,14 @@ class Stack:
 
         if self.admin_api is None or not self.functions:
             return
-        core = client.CoreV1Api(self.admin_api)
         # What the function was served with, over the defaults of podsweeper.config.
         env = {
             "PODSWEEPER_EVIDENCE_LOG_LINES": "20",
             "PODSWEEPER_EVIDENCE_LOGS_EXCLUDE_NAMESPACES": "",
             **self.functions[0].environment(),
         }
-        excluded = {n.strip() for n in env["PODSWEEPER_EVIDENCE_LOGS_EXCLUDE_NAMESPACES"].split(",")}
-        records: list[dict] = []
         try:
-            for namespace in self.namespaces:
-                annotations = core.read_namespace(namespace).metadata.annotations or {}
-                logs_allowed = (
-                    env["PODSWEEPER_EVIDENCE_LOG_LINES"] != "0"
-                    and namespace not in excluded
-                    and annotations.get("podsweeper.dev/evidence-logs") != "off"
-                )
-                for event in core.list_namespaced_event(namespace).items:
-                    records.append(
-                        {
-                            "kind": leaks.Output.EVENT,
-                            "where": f"{namespace}/{event.reason}",
-                            "text": f"{event.reason} {event.message or ''}",
-                            "logs_allowed": False,
-                        }
-                    )
-                for store in core.list_namespaced_config_map(namespace).items:
-                    if store.metadata.name.startswith("podsweeper-evidence-"):
-                        records.append(
-                            {
-                                "kind": leaks.Output.EVIDENCE,
-                                "where": f"{namespace}/{store.metadata.name}",
-                                "text": json.dumps(store.data or {}),
-                                "logs_allowed": logs_allowed,
-                            }
-                        )
+            records = namespace_outputs(client.CoreV1Api(self.admin_api), self.namespaces, env)
         except Exception as error:  # noqa: BLE001 - a stopped or killed control plane: nothing to keep
             print(f"stack: outputs not kept for the secrets check: {error}", file=self.log, flush=True)
             return
@@ -514,3 +486,39 @@ class Stack:
         for function in self.functions:
             retire_log(function.log_path)
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def namespace_outputs(core, namespaces: list[str], env: dict[str, str]) -> list[dict]:
+    """The Events and evidence stores of `namespaces`, as tests/support/leaks.py keeps them for
+    the end-of-run secrets check; `env`: the function's settings (the evidence log settings)."""
+    from tests.support import leaks
+
+    excluded = {n.strip() for n in env["PODSWEEPER_EVIDENCE_LOGS_EXCLUDE_NAMESPACES"].split(",")}
+    records: list[dict] = []
+    for namespace in namespaces:
+        annotations = core.read_namespace(namespace).metadata.annotations or {}
+        logs_allowed = (
+            env["PODSWEEPER_EVIDENCE_LOG_LINES"] != "0"
+            and namespace not in excluded
+            and annotations.get("podsweeper.dev/evidence-logs") != "off"
+        )
+        for event in core.list_namespaced_event(namespace).items:
+            records.append(
+                {
+                    "kind": leaks.Output.EVENT,
+                    "where": f"{namespace}/{event.reason}",
+                    "text": f"{event.reason} {event.message or ''}",
+                    "logs_allowed": False,
+                }
+            )
+        for store in core.list_namespaced_config_map(namespace).items:
+            if store.metadata.name.startswith("podsweeper-evidence-"):
+                records.append(
+                    {
+                        "kind": leaks.Output.EVIDENCE,
+                        "where": f"{namespace}/{store.metadata.name}",
+                        "text": json.dumps(store.data or {}),
+                        "logs_allowed": logs_allowed,
+                    }
+                )
+    return records

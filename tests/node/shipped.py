@@ -1,0 +1,103 @@
+"""podsweeper's shipped install as a pod on the real node: what test_podsweeper_pod.py and the
+seed cleaned by that pod (test_seed_by_its_pod.py) apply, and the pod they make of the
+Deployment's template (no Deployment controller and no scheduler run on this world)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+from tests.node import podsweeper_image
+
+REPO = Path(__file__).resolve().parents[2]
+OVERLAY = REPO / "knative" / "overlays" / "without-serving"
+NAMESPACE = "podsweeper"
+PINGSOURCE_SENDER = "podsweeper-sweep-oidc-sources.knative.dev-pingsource"
+AUDIENCE = "podsweeper.dev/function"
+# Not applied: no Knative Eventing CRDs here (the sources), no Deployment controller (its pod is
+# made from the template).
+NOT_APPLIED = {"ApiServerSource", "PingSource", "Deployment"}
+SA_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def rendered(overlay: Path = OVERLAY) -> list[dict]:
+    from tests.support.tools.kustomize import render
+
+    return render(overlay)
+
+
+def pod_from_deployment(deployment: dict, node_name: str) -> dict:
+    """The Deployment's pod template as a pod on the node, plus what the ServiceAccount admission
+    plugin would add (the kube-api-access volume), the image the local build."""
+    template = copy.deepcopy(deployment["spec"]["template"])
+    spec = template["spec"]
+    (container,) = spec["containers"]
+    container["image"] = podsweeper_image.IMAGE
+    container["imagePullPolicy"] = "Never"
+    volume = "kube-api-access-podsweeper"
+    spec["volumes"].append(
+        {
+            "name": volume,
+            "projected": {
+                "defaultMode": 0o644,
+                "sources": [
+                    {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+                    {
+                        "configMap": {
+                            "name": "kube-root-ca.crt",
+                            "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                        }
+                    },
+                    {
+                        "downwardAPI": {
+                            "items": [
+                                {
+                                    "path": "namespace",
+                                    "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
+                                }
+                            ]
+                        }
+                    },
+                ],
+            },
+        }
+    )
+    container.setdefault("volumeMounts", []).append({"name": volume, "mountPath": SA_MOUNT, "readOnly": True})
+    spec["nodeName"] = node_name  # no scheduler in this world
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "podsweeper-0",
+            "namespace": deployment["metadata"]["namespace"],
+            "labels": template["metadata"]["labels"],
+            "annotations": template["metadata"].get("annotations", {}),
+        },
+        "spec": spec,
+    }
+
+
+def _apply_overlay(kube, objects: list[dict]) -> list[str]:
+    applied = []
+    for obj in objects:
+        if obj["kind"] in NOT_APPLIED:
+            continue
+        obj = copy.deepcopy(obj)
+        if obj["kind"] == "Namespace":
+            obj["metadata"].setdefault("labels", {})["pod-security.kubernetes.io/enforce"] = "restricted"
+        kube.apply(obj)
+        applied.append(f"{obj['kind']}/{obj['metadata']['name']}")
+    return applied
+
+
+def apply_overlay(kube, objects: list[dict]) -> list[str]:
+    applied = []
+    for obj in objects:
+        if obj["kind"] in NOT_APPLIED:
+            continue
+        obj = copy.deepcopy(obj)
+        if obj["kind"] == "Namespace":
+            obj["metadata"].setdefault("labels", {})["pod-security.kubernetes.io/enforce"] = "restricted"
+        kube.apply(obj)
+        applied.append(f"{obj['kind']}/{obj['metadata']['name']}")
+    return applied
