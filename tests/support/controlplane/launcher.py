@@ -166,9 +166,14 @@ class ControlPlane:
         log=sys.stderr,
         ready_timeout: float = 90.0,
         apiserver_args: tuple[str, ...] = (),
+        service_accounts: bool = False,
     ):
         self.install_crds = install_crds
         self.apiserver_args = apiserver_args  # more kube-apiserver flags (an admission plugin)
+        # The ServiceAccount admission plugin on (a pod gets its token volume, as on a cluster):
+        # only for a world whose controller manager makes each namespace's `default` and
+        # publishes kube-root-ca.crt (World(service_accounts=True)).
+        self.service_accounts = service_accounts
         self.audit = audit  # log the function's writes (tests/support/audit.py reads them)
         self.install_rbac = install_rbac
         self.mpi_operator = mpi_operator  # serve the mpi-operator's MPIJob v2beta1, not v1
@@ -286,7 +291,7 @@ class ControlPlane:
                     f"--token-auth-file={token_file}",
                     "--authorization-mode=RBAC",
                     # No controller manager creates `default` ServiceAccounts, which this plugin requires.
-                    "--disable-admission-plugins=ServiceAccount",
+                    *(() if self.service_accounts else ("--disable-admission-plugins=ServiceAccount",)),
                     # Nothing to reconcile: there is no kubernetes Service backend on loopback.
                     "--endpoint-reconciler-type=none",
                     "--allow-privileged=true",

@@ -61,6 +61,7 @@ KCM_CONTROLLERS = (
     "deployment-controller",
     "clusterrole-aggregation-controller",
 )
+ROOT_CA_PUBLISHER = "root-ca-certificate-publisher-controller"
 # What `kubectl logs` shows for every simulated container (CRI log format, as kwok reads it).
 CONTAINER_LOG = "".join(
     f"2026-01-01T00:00:0{i}.000000000Z stdout F {line}\n"
@@ -94,6 +95,7 @@ class World:
         mpi_operator: bool = False,
         extra_controllers: tuple[str, ...] = (),
         apiserver_args: tuple[str, ...] = (),
+        service_accounts: bool = False,
         log=sys.stderr,
         ready_timeout: float = 90.0,
     ):
@@ -105,6 +107,11 @@ class World:
         self.kcm_controllers = (*KCM_CONTROLLERS, *(c for c in extra_controllers if c not in KCM_CONTROLLERS))
         self._own_control_plane = control_plane is None
         self.apiserver_args = apiserver_args
+        # The ServiceAccount admission plugin on, and what it needs from the controller manager
+        # (each namespace's kube-root-ca.crt; `default` is made already): its own control plane only.
+        self.service_accounts = service_accounts
+        if service_accounts:
+            self.kcm_controllers = (*self.kcm_controllers, ROOT_CA_PUBLISHER)
         self.nodes = [f"kwok-node-{i}" for i in range(nodes)]
         self.gpus_per_node = gpus_per_node
         self.webhooks = webhooks
@@ -143,7 +150,10 @@ class World:
             self.timings["build"] = time.monotonic() - t0
             if self.control_plane is None:
                 self.control_plane = ControlPlane(
-                    log=self.log, mpi_operator=self.mpi_operator, apiserver_args=self.apiserver_args
+                    log=self.log,
+                    mpi_operator=self.mpi_operator,
+                    apiserver_args=self.apiserver_args,
+                    service_accounts=self.service_accounts,
                 ).start()
             self.workdir = Path(tempfile.mkdtemp(prefix="podsweeper-world-"))
             cp = self.control_plane
@@ -235,6 +245,14 @@ class World:
             ]
         }
 
+    def _root_ca_publisher(self) -> tuple[str, ...]:
+        """With the ServiceAccount admission plugin, every pod's token volume names the
+        namespace's kube-root-ca.crt: the controller manager publishes it."""
+        if not self.service_accounts:
+            return ()
+        assert self.control_plane is not None and self.control_plane.ca_file is not None
+        return (f"--root-ca-file={self.control_plane.ca_file}",)
+
     # -- phases ------------------------------------------------------------------------
 
     def _start_kube(self, bins: dict, kubeconfig: str) -> None:
@@ -247,6 +265,7 @@ class World:
                 "--leader-elect=false",
                 f"--controllers={','.join(self.kcm_controllers)}",
                 "--use-service-account-credentials=false",
+                *self._root_ca_publisher(),
             ],
         )
         self._spawn(
