@@ -101,7 +101,8 @@ bench: $(FULL_STAMP)
 
 ## A control plane + function + adapter watching namespace `dev`, to try podsweeper by hand;
 ## DEV_ARGS picks a world profile or the real Eventing install, e.g.
-## `make dev DEV_ARGS="--world trainer"`, `make dev DEV_ARGS="--eventing --live"`.
+## `make dev DEV_ARGS="--world trainer"`, `make dev DEV_ARGS="--eventing --live"`; `--world node`
+## runs the pods on one real node (docs/node.md; root).
 DEV_ARGS ?=
 dev: $(FULL_STAMP)
 	$(PY) -m tests.support.stack --kubeconfig $(CURDIR)/out/dev.kubeconfig --namespace dev $(DEV_ARGS)
@@ -161,6 +162,7 @@ fresh: $(FULL_STAMP)
 ## tests/support/world/facts.json, which every CI run checks against the pins.
 world-facts: $(FULL_STAMP)
 	PODSWEEPER_DURATIONS_FILE=$(CURDIR)/out/world-facts-durations.json \
+	PODSWEEPER_FIGURES_FILE=$(CURDIR)/out/world-facts-figures.json \
 	$(PY) -m pytest -p no:cacheprovider -m world_facts tests/controllers --junitxml=out/world-facts.xml
 	$(PY) -m tests.support.world.facts --write $$(grep -o 'tests="[0-9]*"' out/world-facts.xml | head -1 | tr -dc 0-9)
 

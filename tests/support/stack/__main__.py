@@ -20,7 +20,10 @@ operator does the rest:
 `--world trainer` adds JobSet and Kubeflow Trainer v2 (TrainJobs), `--world volcano` runs the
 operator gang-scheduling with Volcano, `--world mpi-operator` serves MPIJob v2beta1 from the
 standalone mpi-operator instead of the training operator's v1: the world profiles the tests
-use (tests/support/world/README.md).
+use (tests/support/world/README.md). `--world node` runs the real world on one real node
+instead of kwok's (tests/node, docs/node.md; root): the kubelet, containerd and runc run the
+pods for real, on a control plane of the node's own; a pod's image is the node's busybox
+(`image: localhost/podsweeper-node:busybox`, imagePullPolicy Never; nothing is pulled).
 
 `--world players` has no controller at all (what the older e2e tests use): create the job's
 pods yourself and write statuses through the status subresources (tests/support/stack/players.py).
@@ -67,10 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--world",
-        choices=("real", "trainer", "volcano", "mpi-operator", "players"),
+        choices=("real", "trainer", "volcano", "mpi-operator", "node", "players"),
         default="real",
         help="real: the training operator, GC, scheduler and kwok nodes (default); trainer, volcano, "
-        "mpi-operator: real plus that profile; players: no controller",
+        "mpi-operator: real plus that profile; node: real on one real node (root); players: no controller",
     )
     parser.add_argument(
         "--eventing",
@@ -120,13 +123,19 @@ def main(argv: list[str] | None = None) -> int:
         return _eventing(args)
     stack = None
     try:
-        with ControlPlane(log=sys.stderr) as cp, contextlib.ExitStack() as profile:
-            # real and players: the stack makes its own; a profile's world is ours to stop.
-            world = (
-                args.world
-                if args.world in ("real", "players")
-                else profile.enter_context(_world(cp, args.world))
-            )
+        with contextlib.ExitStack() as profile:
+            if args.world == "node":
+                # The real node's world brings its own control plane (it trusts the node's CA).
+                world = profile.enter_context(_node_world())
+                cp = world.control_plane
+            else:
+                cp = profile.enter_context(ControlPlane(log=sys.stderr))
+                # real and players: the stack makes its own; a profile's world is ours to stop.
+                world = (
+                    args.world
+                    if args.world in ("real", "players")
+                    else profile.enter_context(_world(cp, args.world))
+                )
             stack = Stack(cp, args.namespace, world=world, mode=args.mode, function_env=dict(args.env))
             with stack:
                 Path(args.kubeconfig).parent.mkdir(parents=True, exist_ok=True)
@@ -157,6 +166,13 @@ def main(argv: list[str] | None = None) -> int:
         if stack is not None:
             print(f"stack: logs kept in {stack.workdir}", file=sys.stderr, flush=True)
         return 1
+
+
+def _node_world():
+    """tests/node's NodeWorld: one real node (kubelet, containerd, runc; root) instead of kwok's."""
+    from tests.node.world import NodeWorld
+
+    return NodeWorld(log=sys.stderr)
 
 
 def _world(cp, profile: str):
