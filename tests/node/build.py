@@ -19,6 +19,7 @@ one image (busybox-static, built with buildah) as an archive containerd imports.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -167,6 +168,43 @@ def image_archive(log: TextIO = sys.stderr) -> Path:
             partial.unlink(missing_ok=True)
             run("push", IMAGE_NAME, f"docker-archive:{partial}:{IMAGE_NAME}")
             partial.replace(archive)
+        _say(log, f"built {archive} in {time.monotonic() - started:.1f}s")
+    return archive
+
+
+def binary_image(image: str, binary: Path, key: str, log: TextIO = sys.stderr) -> Path:
+    """A docker-archive of `image`: scratch with one static binary as /<its name>, its
+    entrypoint; built once per `key` (the binary's version and inputs)."""
+    archive = cache_root() / f"node-image-{key}" / "image.tar"
+    if archive.exists():
+        return archive
+    with locks.held(f"node-image-{key}", log):
+        if archive.exists():
+            return archive
+        started = time.monotonic()
+        _say(log, f"building {image} with buildah ({binary.name})...")
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        buildah = ["buildah", "--storage-driver", "vfs"]
+
+        def run(*args: str) -> str:
+            proc = subprocess.run([*buildah, *args], capture_output=True, text=True, timeout=300)
+            if proc.returncode != 0:
+                raise NodeBuildError(
+                    f"buildah {' '.join(args)} exited {proc.returncode}: {proc.stderr[-2000:]}"
+                )
+            return proc.stdout.strip()
+
+        container = run("from", "scratch")
+        try:
+            run("copy", container, str(binary), f"/{binary.name}")
+            run("config", "--entrypoint", json.dumps([f"/{binary.name}"]), "--cmd", "", container)
+            run("commit", "--quiet", container, image)
+        finally:
+            subprocess.run([*buildah, "rm", container], capture_output=True, timeout=120)
+        partial = archive.with_suffix(f".partial-{os.getpid()}")
+        partial.unlink(missing_ok=True)
+        run("push", image, f"docker-archive:{partial}:{image}")
+        partial.replace(archive)
         _say(log, f"built {archive} in {time.monotonic() - started:.1f}s")
     return archive
 

@@ -121,9 +121,17 @@ class RealNode:
     InternalIP), `pod_subnet`, `workdir`, `timings` (seconds per phase), `versions`."""
 
     def __init__(
-        self, name: str = "podsweeper-node", *, log: TextIO = sys.stderr, ready_timeout: float = 120.0
+        self,
+        name: str = "podsweeper-node",
+        *,
+        log: TextIO = sys.stderr,
+        ready_timeout: float = 120.0,
+        cluster_dns: str | None = None,
     ):
         self.name = name
+        # The cluster DNS Service's address the kubelet writes into pods' resolv.conf (ClusterFirst);
+        # None: pods get no DNS configuration (tests/node/dns.py runs the cluster DNS).
+        self.cluster_dns = cluster_dns
         self.log = log
         self.ready_timeout = ready_timeout
         self.workdir = Path(tempfile.mkdtemp(prefix=f"podsweeper-{name}-", dir="/var/tmp"))
@@ -463,7 +471,13 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
                     "failSwapOn": False,
                     "podLogsDir": str(self.pod_logs),
                     "volumePluginDir": str(kdir / "volume-plugins"),
-                    "resolvConf": "",  # pods get no DNS configuration: there is no cluster DNS
+                    # The host's resolv.conf is never handed to pods (nothing resolves off the machine).
+                    "resolvConf": "",
+                    **(
+                        {"clusterDNS": [self.cluster_dns], "clusterDomain": "cluster.local"}
+                        if self.cluster_dns
+                        else {}
+                    ),
                     # An imported image cannot be pulled again: never collect images.
                     "imageGCHighThresholdPercent": 100,
                     "imageGCLowThresholdPercent": 99,

@@ -48,9 +48,23 @@ class NodeWorld(World):
     """World on one real node (`real_node`, a RealNode), and kwok nodes beside it if `nodes`
     (`nodes` names kwok's only, as in World)."""
 
-    def __init__(self, *, nodes: int = 0, gpus_per_node: int = 8, log=sys.stderr, **world):
-        self.real_node = RealNode("podsweeper-node", log=log)
+    def __init__(
+        self, *, nodes: int = 0, gpus_per_node: int = 8, cluster_dns: bool = False, log=sys.stderr, **world
+    ):
+        from tests.node.dns import CLUSTER_DNS_IP
+
+        self.real_node = RealNode(
+            "podsweeper-node", log=log, cluster_dns=CLUSTER_DNS_IP if cluster_dns else None
+        )
+        self.cluster_dns = cluster_dns
+        self.proxy = None  # tests.node.proxy.KubeProxy, with cluster_dns
+        self.dns = None  # tests.node.dns.ClusterDNS, with cluster_dns
         extra = (*world.pop("extra_controllers", ()), "node-lifecycle-controller")
+        if cluster_dns:
+            # CoreDNS reads the API with its ServiceAccount's token, and kube-proxy routes the
+            # kube-dns Service by the EndpointSlices the controller manager writes.
+            world["service_accounts"] = True
+            extra = (*extra, "endpointslice-controller")
         super().__init__(
             nodes=nodes,
             gpus_per_node=gpus_per_node,
@@ -65,6 +79,16 @@ class NodeWorld(World):
 
         node_build.ensure_all(log=self.log)
         super().start()
+        if self.cluster_dns:
+            from tests.node.dns import ClusterDNS
+            from tests.node.proxy import KubeProxy
+
+            try:
+                self.proxy = KubeProxy(self.real_node, log=self.log).start()
+                self.dns = ClusterDNS(self, log=self.log).start()
+            except BaseException:
+                self.stop()
+                raise
         return self
 
     def check_alive(self) -> None:
@@ -100,6 +124,8 @@ class NodeWorld(World):
         self._wait(f"the node lifecycle controller to lift {NOT_READY_TAINT} from {node.name}", untainted)
 
     def _stop_nodes(self) -> None:
+        if self.proxy is not None:
+            self.proxy.stop()
         # The node deletes its pods through the API and waits for its kubelet to stop them.
         self.real_node.stop()
 
