@@ -172,9 +172,13 @@ def image_archive(log: TextIO = sys.stderr) -> Path:
     return archive
 
 
-def binary_image(image: str, binary: Path, key: str, log: TextIO = sys.stderr) -> Path:
+def binary_image(
+    image: str, binary: Path, key: str, log: TextIO = sys.stderr, user: str | None = None
+) -> Path:
     """A docker-archive of `image`: scratch with one static binary as /<its name>, its
-    entrypoint; built once per `key` (the binary's version and inputs)."""
+    entrypoint, run as `user` (numeric, for pods that must run as non-root; None: root); built
+    once per `key` (the binary's version and inputs, and the user)."""
+    key = f"{key}-u{user}" if user else key
     archive = cache_root() / f"node-image-{key}" / "image.tar"
     if archive.exists():
         return archive
@@ -198,6 +202,8 @@ def binary_image(image: str, binary: Path, key: str, log: TextIO = sys.stderr) -
         try:
             run("copy", container, str(binary), f"/{binary.name}")
             run("config", "--entrypoint", json.dumps([f"/{binary.name}"]), "--cmd", "", container)
+            if user:
+                run("config", "--user", user, container)
             run("commit", "--quiet", container, image)
         finally:
             subprocess.run([*buildah, "rm", container], capture_output=True, timeout=120)

@@ -124,6 +124,10 @@ class Eventing:
     control plane that runs the world (tests/support/world: its controller manager makes the
     generated Deployments' pods, kwok runs them)."""
 
+    # The Service network and the kubelet of processes run the generated pods; a real node's
+    # world runs them itself (tests/node/eventing.py).
+    stand_ins = True
+
     def __init__(
         self,
         control_plane,
@@ -143,6 +147,8 @@ class Eventing:
         self.controller = Process("eventing controller", self.log_path, error=EventingError, grace=2.0)
         self.admin = self.cp.api_client("admin")
         self.api = RawApi(self.admin, FIELD_MANAGER)
+        # The images the generated Deployments name (a real node's tagged ones: tests/node/eventing.py).
+        self.adapter_image, self.mtping_image = RECEIVE_ADAPTER_IMAGE, MTPING_IMAGE
         self.network = ClusterNetwork(lambda ns, svc, port: self.kubelet.endpoints(ns, svc, port))
         self.kubelet = Kubelet(
             self.cp,
@@ -172,9 +178,10 @@ class Eventing:
         binaries = [ensure_built(b, log=self.log) for b in (EVENTING_CONTROLLER, RECEIVE_ADAPTER, MTPING)]
         started = time.monotonic()
         install_crds(self.admin, core_crds(), timeout=60)
-        self.api.apply_all(core_objects(self.oidc))
-        self.network.start()
-        self.kubelet.start()
+        self.api.apply_all(self._core_objects())
+        if self.stand_ins:
+            self.network.start()
+            self.kubelet.start()
         kubeconfig = impersonating_kubeconfig(
             self.cp, self.workdir / "kubeconfig-controller", SYSTEM_NAMESPACE, CONTROLLER_ACCOUNT
         )
@@ -186,7 +193,7 @@ class Eventing:
             "CONFIG_LOGGING_NAME": "config-logging",
             "CONFIG_OBSERVABILITY_NAME": "config-observability",
             "METRICS_DOMAIN": "knative.dev/eventing",
-            "APISERVER_RA_IMAGE": RECEIVE_ADAPTER_IMAGE,
+            "APISERVER_RA_IMAGE": self.adapter_image,
             "AUTH_PROXY_IMAGE": AUTH_PROXY_IMAGE,
             "PROFILING_PORT": str(free_port()),
         }
@@ -202,10 +209,19 @@ class Eventing:
         return self
 
     def stop(self) -> None:
-        self.kubelet.stop()
+        if self.stand_ins:
+            self.kubelet.stop()
         self.controller.stop()
-        self.network.stop()
+        if self.stand_ins:
+            self.network.stop()
         self.admin.close()
+
+    def _core_objects(self) -> list[dict]:
+        objects = core_objects(self.oidc)
+        if self.mtping_image != MTPING_IMAGE:
+            old, new = f'"{MTPING_IMAGE}"', f'"{self.mtping_image}"'
+            objects = [json.loads(json.dumps(o).replace(old, new)) for o in objects]
+        return objects
 
     def check_alive(self) -> None:
         self.controller.check()

@@ -1,0 +1,237 @@
+"""The whole install on the real node, pods only (issue 41): Knative Eventing's generated receive
+adapter and PingSource dispatcher run as pods on the node's kubelet and send to podsweeper's
+Deployment by its Service's name; the seed is cleaned by that chain.
+
+The world: NodeWorld(cluster_dns=True) (the real training operator, the ServiceAccount admission
+plugin, kube-proxy, CoreDNS) and NodeEventing (tests/node/eventing.py): Eventing v0.49.2's real
+controller on the host, `authentication-oidc` on; the pods it generates are run by the node, from
+images of the binaries built from Eventing's module. The install is a user's:
+`knative/overlays/without-serving`, then `knative/overlays/live-without-serving`, applied as
+`kubectl apply -k` does; one change, the Deployment's image (the local build of the Dockerfile).
+
+In order:
+
+a. the sources Ready: the ApiServerSource's adapter and the dispatcher are pods on the real node
+   (Running, Ready), under the shipped namespace's Pod Security `restricted`, with the OIDC
+   identities Eventing made; podsweeper's two replicas Ready;
+b. the lab note's job runs in a namespace of its own: the adapter pod's events reach podsweeper's
+   pods through `podsweeper.podsweeper.svc.cluster.local` (cluster DNS, kube-proxy), with the
+   token the adapter asked for; at Succeeded the workers are deleted within the seed's bound (a
+   figure), the master kept, the PodsCleanedUp Event written;
+c. the PingSource at a tick every 2 s: the dispatcher pod's ticks are accepted by podsweeper's
+   pods (their metrics count them), none refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import sys
+import time
+
+import pytest
+import requests
+from kubernetes import client
+
+from tests.node import podsweeper_image, shipped
+from tests.node.seed import MASTER, WORKERS, run_seed
+from tests.support import figures
+from tests.support.figures import SEED_CLEANUP_BOUND
+from tests.support.harness.processes import wait_until
+
+pytestmark = pytest.mark.node
+
+LIVE = shipped.REPO / "knative" / "overlays" / "live-without-serving"
+NS = shipped.NAMESPACE
+READY = {"SinkProvided": "True", "Deployed": "True", "OIDCIdentityCreated": "True", "Ready": "True"}
+
+
+def say(text: str) -> None:
+    print(f"\neventing-on-node: {text}", file=sys.stderr, flush=True)
+
+
+@pytest.fixture(scope="module")
+def world(pytestconfig):
+    from tests.node import build
+    from tests.node.world import NodeWorld
+    from tests.support.controlplane.build import ETCD, KUBE_APISERVER, ensure_built
+
+    capman = pytestconfig.pluginmanager.getplugin("capturemanager")
+    with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
+        for binary in (ETCD, KUBE_APISERVER):
+            ensure_built(binary, log=sys.stderr)
+        build.ensure_all(log=sys.stderr)
+    with NodeWorld(log=sys.stderr, cluster_dns=True) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def eventing(world):
+    from tests.node.eventing import NodeEventing
+
+    with NodeEventing(world.control_plane, world.real_node) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def api(world):
+    with world.control_plane.api_client("admin") as admin:
+        yield admin
+
+
+def _install(world, eventing) -> None:
+    world.real_node._ctr(
+        ["images", "import", "--snapshotter", "overlayfs", str(podsweeper_image.archive().path)], timeout=600
+    )
+    for overlay in (shipped.OVERLAY, LIVE):
+        objects = copy.deepcopy(shipped.rendered(overlay))
+        for obj in objects:
+            if obj["kind"] == "Deployment":
+                (container,) = obj["spec"]["template"]["spec"]["containers"]
+                container["image"], container["imagePullPolicy"] = podsweeper_image.IMAGE, "Never"
+        eventing.install(objects)
+
+
+def _on_the_node(core, namespace: str, selector: str, node: str) -> list:
+    pods = core.list_namespaced_pod(namespace, label_selector=selector).items
+    return [
+        p
+        for p in pods
+        if p.spec.node_name == node
+        and not p.metadata.deletion_timestamp
+        and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
+    ]
+
+
+def _metric(core, name: str, label: str) -> float:
+    """`name` summed over podsweeper's replicas, for the series whose labels contain `label`."""
+    total = 0.0
+    session = requests.Session()
+    session.trust_env = False
+    for pod in core.list_namespaced_pod(NS, label_selector="app.kubernetes.io/name=podsweeper").items:
+        if not pod.status.pod_ip or pod.metadata.deletion_timestamp:
+            continue
+        text = session.get(f"http://{pod.status.pod_ip}:8080/metrics", timeout=10).text
+        for line in text.splitlines():
+            if line.startswith(name + "{") and label in line:
+                total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_a_the_sources_pods_and_podsweepers_run_on_the_node(world, eventing, api):
+    core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+    started = time.monotonic()
+    _install(world, eventing)
+    wait_until(
+        "podsweeper's two replicas Available",
+        lambda: (apps.read_namespaced_deployment("podsweeper", NS).status.available_replicas or 0) == 2,
+        timeout=180,
+        check=world.check_alive,
+        tails=world.real_node.tails,
+        interval=0.5,
+    )
+    source = eventing.wait_conditions("ApiServerSource", "podsweeper", READY, timeout=180)
+    ping = eventing.wait_conditions("PingSource", "podsweeper-sweep", {"Ready": "True"}, timeout=180)
+    say(
+        f"a: installed and Ready in {time.monotonic() - started:.1f}s; sink {source['status'].get('sinkUri')}"
+    )
+    assert source["status"]["sinkUri"] == "http://podsweeper.podsweeper.svc.cluster.local", source["status"]
+    assert ping["status"]["sinkUri"] == source["status"]["sinkUri"]
+    node = world.real_node.name
+    adapters = _on_the_node(core, NS, "eventing.knative.dev/source=apiserver-source-controller", node)
+    dispatchers = _on_the_node(core, "knative-eventing", "sources.knative.dev/role=adapter", node)
+    if not dispatchers:  # the label Eventing's pingsource-mt-adapter Deployment carries
+        dispatchers = _on_the_node(
+            core, "knative-eventing", "app.kubernetes.io/component=pingsource-mt-adapter", node
+        )
+    say(
+        f"a: adapter pods {[p.metadata.name for p in adapters]}, dispatcher pods "
+        f"{[p.metadata.name for p in dispatchers]}"
+    )
+    assert len(adapters) == 1 and len(dispatchers) == 1, (
+        core.list_namespaced_pod(NS).items,
+        core.list_namespaced_pod("knative-eventing").items,
+    )
+    (adapter,) = adapters
+    assert adapter.spec.containers[0].image.startswith("knative.dev/eventing/cmd/apiserver_receive_adapter:")
+    env = {e.name: e.value for e in adapter.spec.containers[0].env or []}
+    assert env.get("K_OIDC_SERVICE_ACCOUNT") and env.get("K_AUDIENCE") == shipped.AUDIENCE, env
+
+
+def test_b_the_seed_is_cleaned_through_the_adapter_pod(world, eventing, api):
+    core = client.CoreV1Api(api)
+    namespace = "seed-chain"
+    core.create_namespace({"metadata": {"name": namespace}})
+    wait_until(
+        f"ServiceAccount default in {namespace}",
+        lambda: any(
+            s.metadata.name == "default" for s in core.list_namespaced_service_account(namespace).items
+        ),
+        timeout=30,
+        check=world.check_alive,
+        tails=lambda: "",
+    )
+    refused = _metric(core, "podsweeper_auth_refusals_total", "")
+
+    class Here:
+        admin_api = api
+
+        def check_alive(self) -> None:
+            world.check_alive()
+            eventing.check_alive()
+
+    here = Here()
+    here.namespace = namespace  # type: ignore[attr-defined]
+
+    def done(seen) -> bool:
+        return "Succeeded" in seen.conditions and all(seen.uids.get(w) in seen.gone for w in WORKERS)
+
+    seen, created = run_seed(here, done, 150)
+    say(f"b: timeline (s after the create):\n{seen.timeline()}")
+    assert "Succeeded" in seen.conditions, seen.timeline()
+    succeeded = seen.conditions["Succeeded"][0]
+    workers = {w: seen.uids[w] for w in WORKERS}
+    assert all(uid in seen.deleting for uid in workers.values()), seen.timeline()
+    assert not any(seen.deleting[u] < succeeded for u in workers.values())
+    last_delete = max(seen.deleting[u] for u in workers.values())
+    # The seed's bound (tests/support/figures.py): the 1 s claim and a 2 s margin on 2 shared cores.
+    assert figures.within(
+        "seed, real node, the generated adapter pod to podsweeper's pods: s from Succeeded seen to the "
+        "last worker's delete",
+        last_delete - succeeded,
+        "<=",
+        SEED_CLEANUP_BOUND,
+    ), f"{last_delete - succeeded:.3f}s"
+    say(f"b: the last worker's delete {1000 * (last_delete - succeeded):.0f} ms after Succeeded")
+    master = core.read_namespaced_pod(MASTER, namespace)
+    assert master.metadata.uid == seen.uids[MASTER] and not master.metadata.deletion_timestamp
+    cleaned = json.loads(
+        core.list_namespaced_event(
+            namespace, field_selector="reason=PodsCleanedUp", _preload_content=False
+        ).data
+    )["items"]
+    said = " ".join(e["message"] for e in cleaned)
+    assert {e["involvedObject"]["uid"] for e in cleaned} == {created["metadata"]["uid"]}, cleaned
+    assert all(f"{w} [finished-job-active-pod]" in said for w in WORKERS), said
+    assert _metric(core, "podsweeper_events_total", "dev.knative.apiserver.resource") > 0
+    assert _metric(core, "podsweeper_auth_refusals_total", "") == refused
+
+
+def test_c_the_dispatcher_pods_ticks_are_accepted(world, eventing, api):
+    core = client.CoreV1Api(api)
+    ticks = _metric(core, "podsweeper_events_total", "dev.knative.sources.ping")
+    refused = _metric(core, "podsweeper_auth_refusals_total", "")
+    (ping_source,) = [o for o in shipped.rendered(shipped.OVERLAY) if o["kind"] == "PingSource"]
+    ping_source["spec"]["schedule"] = "*/2 * * * * *"
+    eventing.install([ping_source])
+    wait_until(
+        "two ticks more accepted by podsweeper's pods",
+        lambda: _metric(core, "podsweeper_events_total", "dev.knative.sources.ping") >= ticks + 2,
+        timeout=60,
+        check=world.check_alive,
+        tails=world.real_node.tails,
+        interval=1.0,
+    )
+    assert _metric(core, "podsweeper_auth_refusals_total", "") == refused
+    say(f"c: ticks accepted: {_metric(core, 'podsweeper_events_total', 'dev.knative.sources.ping'):.0f}")
