@@ -34,6 +34,7 @@ import pytest
 
 from tests.fixtures.builders import secret_env
 from tests.fixtures.trainer import trainjob
+from tests.support import figures
 from tests.support.harness.waiting import wait_for
 from tests.support.world.trainjobs import ANCESTOR, JOBSET, TRAINER, Cluster, controller_of
 
@@ -399,9 +400,24 @@ def test_a_finished_trainjob_restarted_is_suspended(scenes, record_property, key
     wait_for("loop suspended", lambda: suspended(k.trainjob("loop") or {}), 120, 0.2)
     wait_for("every pod gone", lambda: not t.live(ns, "Pod"), 30, 0.05)
     jobsets = t.of(ns, "JobSet")
-    assert len(jobsets) == 2, f"one restart expected, JobSets seen: {[(j.uid, j.added) for j in jobsets]}"
-    first, again = jobsets
-    assert first.deleted is not None and first.deleted <= again.added, "the first JobSet went (its TTL)"
+    # Each JobSet after the first is a restart, made once the one before went (its TTL). The first
+    # is suspended on a quiet machine; a restart can go unseen when podsweeper's pass reads the
+    # chain while no JobSet exists (between the TTL's delete and Trainer's new one: docs/security.md,
+    # "a missed act rather than a wrong one"), and is then caught at the next, ~10 s later (the
+    # cold CI run on a loaded machine: at the second). Three restarts bound it with a margin.
+    restarts = len(jobsets) - 1
+    assert restarts >= 1, f"no restart seen: {[(j.uid, j.added) for j in jobsets]}"
+    for before, after in zip(jobsets, jobsets[1:], strict=False):
+        assert before.deleted is not None and before.deleted <= after.added, (
+            "each JobSet went (its TTL) first"
+        )
+    assert figures.within(
+        "trainer: restarts of a Failed TrainJob (JobSet TTL 0 or 5 s) before podsweeper suspends it",
+        restarts,
+        "<=",
+        3,
+    ), [(j.uid, j.added) for j in jobsets]
+    first, again = jobsets[0], jobsets[-1]
     failed_at = t.trainjob_since(ns, "loop", lambda o: has_condition(o, "Failed"))
     suspend_at = t.trainjob_since(ns, "loop", suspended)
     assert failed_at is not None and suspend_at is not None
@@ -416,7 +432,8 @@ def test_a_finished_trainjob_restarted_is_suspended(scenes, record_property, key
     # may meet its Job before the garbage collector does and decide the delete the collector is
     # about to make. Only ever a Job of that JobSet, and the uid precondition keeps the new
     # JobSet's Job (same name) safe: `conflict`.
-    old_jobs = {j.uid for j in t.of(ns, "Job") if (controller_of(j.obj) or {}).get("uid") == first.uid}
+    earlier = {j.uid for j in jobsets[:-1]}
+    old_jobs = {j.uid for j in t.of(ns, "Job") if (controller_of(j.obj) or {}).get("uid") in earlier}
     raced = [
         (d["rule"], d["action"], d["kind"], d["uid"], d["result"]) for d in mine if d["kind"] != "TrainJob"
     ]
@@ -425,19 +442,21 @@ def test_a_finished_trainjob_restarted_is_suspended(scenes, record_property, key
     wait_for("Suspended=True", lambda: has_condition(k.trainjob("loop"), "Suspended"), 30)
     mark = k.core.read_namespaced_config_map("podsweeper-finished-loop", ns)  # the finish it kept
     assert [o.uid for o in mark.metadata.owner_references] == [tj["metadata"]["uid"]]
-    figures = {
+    previous = jobsets[-2]
+    assert previous.deleted is not None
+    timings = {
         "failed_to_ttl_delete_s": first.deleted - failed_at,
-        "ttl_delete_to_new_jobset_s": again.added - first.deleted,
+        "ttl_delete_to_new_jobset_s": again.added - previous.deleted,
         "new_jobset_to_suspend_s": suspend_at - again.added,
     }
     if made:
-        figures["suspend_to_last_pod_gone_s"] = max(made) - suspend_at
-    for name, value in figures.items():
+        timings["suspend_to_last_pod_gone_s"] = max(made) - suspend_at
+    for name, value in timings.items():
         record(record_property, f"{key}_{name}", value)
     say(
-        f"finished-trainjob-restarted ({key}): {len(made)} pod(s) of the restarted JobSet; "
-        f"raced the collector on the old Job: {[r[4] for r in raced] or 'no'}; "
-        + ", ".join(f"{n} {v:.3f}" for n, v in figures.items())
+        f"finished-trainjob-restarted ({key}): {restarts} restart(s) before the suspend; {len(made)} pod(s) "
+        f"of the restarted JobSet; raced the collector on the old Job: {[r[4] for r in raced] or 'no'}; "
+        + ", ".join(f"{n} {v:.3f}" for n, v in timings.items())
     )
 
 
@@ -564,14 +583,14 @@ def test_c_orphan_job_blocking_the_new_jobset_is_deleted(scenes, record_property
     assert "Job clash-node-0 [orphan]" in cleaned.message and "2 GPU(s) freed" in cleaned.message, (
         cleaned.message
     )
-    figures = {
+    timings = {
         "old_job_deleted_after_s": old.deleted - orphaned,
         "new_job_created_after_s": job.added - orphaned,
         "new_job_created_after_old_gone_s": job.added - old.deleted,
     }
-    for name, value in figures.items():
+    for name, value in timings.items():
         record(record_property, f"orphan_job_{name}", value)
-    say(f"orphan (Job): results {results}; " + ", ".join(f"{n} {v:.3f}" for n, v in figures.items()))
+    say(f"orphan (Job): results {results}; " + ", ".join(f"{n} {v:.3f}" for n, v in timings.items()))
 
 
 def test_d_trainjob_that_completes_gets_no_action(scenes):
