@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -122,63 +123,11 @@ def package_versions() -> dict[str, str]:
     return dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
 
 
-def image_archive(log: TextIO = sys.stderr) -> Path:
-    """A docker-archive of IMAGE_NAME (busybox-static on scratch), built once per busybox version."""
-    version = package_versions().get("busybox-static", "unknown").replace(":", "_")
-    archive = cache_root() / f"node-image-busybox-{version}" / "image.tar"
-    if archive.exists():
-        return archive
-    with locks.held("node-image", log):
-        if archive.exists():
-            return archive
-        started = time.monotonic()
-        _say(log, f"building {IMAGE_NAME} with buildah (busybox-static {version})...")
-        archive.parent.mkdir(parents=True, exist_ok=True)
-        buildah = ["buildah", "--storage-driver", "vfs"]
-        with tempfile.TemporaryDirectory(prefix="podsweeper-node-rootfs-") as tmp:
-            root = Path(tmp)
-            (root / "bin").mkdir()
-            shutil.copy2("/bin/busybox", root / "bin" / "busybox")
-            applets = subprocess.run(
-                ["/bin/busybox", "--list"], capture_output=True, text=True, check=True
-            ).stdout
-            for applet in applets.split():
-                if applet != "busybox":
-                    (root / "bin" / applet).symlink_to("busybox")
-            (root / "tmp").mkdir()
-            (root / "tmp").chmod(0o1777)
-
-            def run(*args: str) -> str:
-                proc = subprocess.run([*buildah, *args], capture_output=True, text=True, timeout=300)
-                if proc.returncode != 0:
-                    raise NodeBuildError(
-                        f"buildah {' '.join(args)} exited {proc.returncode}: {proc.stderr[-2000:]}"
-                    )
-                return proc.stdout.strip()
-
-            container = run("from", "scratch")
-            try:
-                run("copy", container, f"{root}/", "/")
-                # The sandbox ("pause") container runs the image's command: sleep until killed.
-                run("config", "--env", "PATH=/bin", "--cmd", "/bin/sleep 2147483647", container)
-                run("commit", "--quiet", container, IMAGE_NAME)
-            finally:
-                subprocess.run([*buildah, "rm", container], capture_output=True, timeout=120)
-            partial = archive.with_suffix(f".partial-{os.getpid()}")
-            partial.unlink(missing_ok=True)
-            run("push", IMAGE_NAME, f"docker-archive:{partial}:{IMAGE_NAME}")
-            partial.replace(archive)
-        _say(log, f"built {archive} in {time.monotonic() - started:.1f}s")
-    return archive
-
-
-def binary_image(
-    image: str, binary: Path, key: str, log: TextIO = sys.stderr, user: str | None = None
+def _archive(
+    image: str, key: str, what: str, fill: Callable[[Callable[..., str], str], None], log: TextIO
 ) -> Path:
-    """A docker-archive of `image`: scratch with one static binary as /<its name>, its
-    entrypoint, run as `user` (numeric, for pods that must run as non-root; None: root); built
-    once per `key` (the binary's version and inputs, and the user)."""
-    key = f"{key}-u{user}" if user else key
+    """A docker-archive of `image` built from scratch with buildah (vfs storage), once per `key`
+    (under the cache, behind a lock of its own): `fill(run, container)` puts in what it holds."""
     archive = cache_root() / f"node-image-{key}" / "image.tar"
     if archive.exists():
         return archive
@@ -186,7 +135,7 @@ def binary_image(
         if archive.exists():
             return archive
         started = time.monotonic()
-        _say(log, f"building {image} with buildah ({binary.name})...")
+        _say(log, f"building {image} with buildah ({what})...")
         archive.parent.mkdir(parents=True, exist_ok=True)
         buildah = ["buildah", "--storage-driver", "vfs"]
 
@@ -200,10 +149,7 @@ def binary_image(
 
         container = run("from", "scratch")
         try:
-            run("copy", container, str(binary), f"/{binary.name}")
-            run("config", "--entrypoint", json.dumps([f"/{binary.name}"]), "--cmd", "", container)
-            if user:
-                run("config", "--user", user, container)
+            fill(run, container)
             run("commit", "--quiet", container, image)
         finally:
             subprocess.run([*buildah, "rm", container], capture_output=True, timeout=120)
@@ -213,6 +159,46 @@ def binary_image(
         partial.replace(archive)
         _say(log, f"built {archive} in {time.monotonic() - started:.1f}s")
     return archive
+
+
+def image_archive(log: TextIO = sys.stderr) -> Path:
+    """A docker-archive of IMAGE_NAME (busybox-static on scratch), built once per busybox version."""
+    version = package_versions().get("busybox-static", "unknown").replace(":", "_")
+
+    def fill(run: Callable[..., str], container: str) -> None:
+        with tempfile.TemporaryDirectory(prefix="podsweeper-node-rootfs-") as tmp:
+            root = Path(tmp)
+            (root / "bin").mkdir()
+            shutil.copy2("/bin/busybox", root / "bin" / "busybox")
+            applets = subprocess.run(
+                ["/bin/busybox", "--list"], capture_output=True, text=True, check=True
+            ).stdout
+            for applet in applets.split():
+                if applet != "busybox":
+                    (root / "bin" / applet).symlink_to("busybox")
+            (root / "tmp").mkdir()
+            (root / "tmp").chmod(0o1777)
+            run("copy", container, f"{root}/", "/")
+        # The sandbox ("pause") container runs the image's command: sleep until killed.
+        run("config", "--env", "PATH=/bin", "--cmd", "/bin/sleep 2147483647", container)
+
+    return _archive(IMAGE_NAME, f"busybox-{version}", f"busybox-static {version}", fill, log)
+
+
+def binary_image(
+    image: str, binary: Path, key: str, log: TextIO = sys.stderr, user: str | None = None
+) -> Path:
+    """A docker-archive of `image`: scratch with one static binary as /<its name>, its
+    entrypoint, run as `user` (numeric, for pods that must run as non-root; None: root); built
+    once per `key` (the binary's version and inputs, and the user)."""
+
+    def fill(run: Callable[..., str], container: str) -> None:
+        run("copy", container, str(binary), f"/{binary.name}")
+        run("config", "--entrypoint", json.dumps([f"/{binary.name}"]), "--cmd", "", container)
+        if user:
+            run("config", "--user", user, container)
+
+    return _archive(image, f"{key}-u{user}" if user else key, binary.name, fill, log)
 
 
 def ensure_all(log: TextIO = sys.stderr) -> dict[str, float]:

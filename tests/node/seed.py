@@ -8,7 +8,10 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from tests.fixtures.builders import LOG_SECRET, secret_env
 from tests.node.node import IMAGE
@@ -263,3 +266,25 @@ def run_seed(stack, until, timeout: float) -> tuple[Seen, dict]:
     finally:
         pods.stop()
         jobs.stop()
+
+
+@dataclass
+class Watched:
+    """What run_seed needs of where the job runs: the namespace, an admin client, a liveness check."""
+
+    namespace: str
+    admin_api: Any
+    check_alive: Callable[[], None]
+
+
+def assert_workers_cleaned_up(core, namespace: str, seen: Seen, job_uid: str) -> None:
+    """The master is the pod the watch saw, not being deleted; podsweeper's PodsCleanedUp Events in
+    the namespace are about the job alone, and name each worker under finished-job-active-pod,
+    never the master."""
+    master = core.read_namespaced_pod(MASTER, namespace)
+    assert master.metadata.uid == seen.uids[MASTER] and not master.metadata.deletion_timestamp
+    cleaned = events(core, namespace, "PodsCleanedUp")
+    assert cleaned and {e["involvedObject"]["uid"] for e in cleaned} == {job_uid}, cleaned
+    said = " ".join(e["message"] for e in cleaned)
+    assert all(f"{w} [finished-job-active-pod]" in said for w in WORKERS), said
+    assert MASTER not in said, said

@@ -20,7 +20,6 @@ b. podsweeper's live Deployment and Service as they ship (knative/overlays/witho
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
 
@@ -34,7 +33,6 @@ from tests.support.harness.processes import wait_until
 
 pytestmark = pytest.mark.node
 
-LIVE = shipped.REPO / "knative" / "overlays" / "live-without-serving"
 KUBERNETES = "kubernetes.default.svc.cluster.local"
 KUBE_DNS = "kube-dns.kube-system.svc.cluster.local"
 NOWHERE = "nothing-here.default.svc.cluster.local"
@@ -46,18 +44,11 @@ def say(text: str) -> None:
 
 @pytest.fixture(scope="module")
 def world(pytestconfig):
-    from tests.node import build
-    from tests.node.world import NodeWorld
-    from tests.support.controlplane.build import ETCD, KUBE_APISERVER, ensure_built
+    from tests.node.world import started
 
-    capman = pytestconfig.pluginmanager.getplugin("capturemanager")
-    with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
-        for binary in (ETCD, KUBE_APISERVER):
-            ensure_built(binary, log=sys.stderr)
-        build.ensure_all(log=sys.stderr)
-    with NodeWorld(log=sys.stderr, cluster_dns=True) as started:
-        say(f"world ready: {started.timings}; DNS {started.dns.timings if started.dns else None}")
-        yield started
+    with started(pytestconfig, cluster_dns=True) as world:
+        say(f"DNS {world.dns.timings if world.dns else None}")
+        yield world
 
 
 @pytest.fixture(scope="module")
@@ -141,16 +132,11 @@ def test_b_podsweepers_service_is_reached_by_its_name(world, api):
 
     cp, node = world.control_plane, world.real_node
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
-    node._ctr(
-        ["images", "import", "--snapshotter", "overlayfs", str(podsweeper_image.archive().path)], timeout=600
-    )
+    shipped.import_image(node)
     kube = Kube(cp.url, cp.tokens["admin"], cp.ca_file)
     try:
         shipped.apply_overlay(kube, shipped.rendered())
-        (deployment,) = [o for o in shipped.rendered(LIVE) if o["kind"] == "Deployment"]
-        (container,) = deployment["spec"]["template"]["spec"]["containers"]
-        container["image"], container["imagePullPolicy"] = podsweeper_image.IMAGE, "Never"
-        kube.apply(deployment)
+        kube.apply(shipped.live_deployment())
     finally:
         kube.close()
     started = time.monotonic()

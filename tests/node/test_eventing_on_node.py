@@ -7,7 +7,10 @@ plugin, kube-proxy, CoreDNS) and NodeEventing (tests/node/eventing.py): Eventing
 controller on the host, `authentication-oidc` on; the pods it generates are run by the node, from
 images of the binaries built from Eventing's module. The install is a user's:
 `knative/overlays/without-serving`, then `knative/overlays/live-without-serving`, applied as
-`kubectl apply -k` does; one change, the Deployment's image (the local build of the Dockerfile).
+`kubectl apply -k` does; and, on a world of its own, the Helm chart rendered as docs/helm.md
+installs it without Serving (`serving: deployment`, `dryRun: false`, its Namespace rendered) and
+applied. One change in both: the image, the local build of the Dockerfile. Every test runs for
+both installs.
 
 In order:
 
@@ -19,15 +22,15 @@ b. the lab note's job runs in a namespace of its own: the adapter pod's events r
    token the adapter asked for; at Succeeded the workers are deleted within the seed's bound (a
    figure), the master kept, the PodsCleanedUp Event written;
 c. the PingSource at a tick every 2 s: the dispatcher pod's ticks are accepted by podsweeper's
-   pods (their metrics count them), none refused.
+   pods (their metrics count them), none refused;
+d. the job again, one of podsweeper's replicas SIGKILLed the moment it is Succeeded: restarted by
+   the kubelet, and the work converges all the same (a figure), the master kept.
 """
 
 from __future__ import annotations
 
-import contextlib
-import copy
-import json
 import sys
+import threading
 import time
 
 import pytest
@@ -35,14 +38,13 @@ import requests
 from kubernetes import client
 
 from tests.node import podsweeper_image, shipped
-from tests.node.seed import MASTER, WORKERS, run_seed
+from tests.node.seed import WORKERS, Watched, assert_workers_cleaned_up, run_seed
 from tests.support import figures
 from tests.support.figures import SEED_CLEANUP_BOUND
 from tests.support.harness.processes import wait_until
 
 pytestmark = pytest.mark.node
 
-LIVE = shipped.REPO / "knative" / "overlays" / "live-without-serving"
 NS = shipped.NAMESPACE
 READY = {"SinkProvided": "True", "Deployed": "True", "OIDCIdentityCreated": "True", "Ready": "True"}
 
@@ -51,19 +53,18 @@ def say(text: str) -> None:
     print(f"\neventing-on-node: {text}", file=sys.stderr, flush=True)
 
 
-@pytest.fixture(scope="module")
-def world(pytestconfig):
-    from tests.node import build
-    from tests.node.world import NodeWorld
-    from tests.support.controlplane.build import ETCD, KUBE_APISERVER, ensure_built
+@pytest.fixture(scope="module", params=["kustomize", "helm"])
+def install(request) -> str:
+    """How the user installs podsweeper: the kustomize overlays, or the Helm chart (one world each)."""
+    return request.param
 
-    capman = pytestconfig.pluginmanager.getplugin("capturemanager")
-    with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
-        for binary in (ETCD, KUBE_APISERVER):
-            ensure_built(binary, log=sys.stderr)
-        build.ensure_all(log=sys.stderr)
-    with NodeWorld(log=sys.stderr, cluster_dns=True) as started:
-        yield started
+
+@pytest.fixture(scope="module")
+def world(pytestconfig, install):
+    from tests.node.world import started
+
+    with started(pytestconfig, cluster_dns=True) as world:
+        yield world
 
 
 @pytest.fixture(scope="module")
@@ -80,17 +81,27 @@ def api(world):
         yield admin
 
 
-def _install(world, eventing) -> None:
-    world.real_node._ctr(
-        ["images", "import", "--snapshotter", "overlayfs", str(podsweeper_image.archive().path)], timeout=600
-    )
-    for overlay in (shipped.OVERLAY, LIVE):
-        objects = copy.deepcopy(shipped.rendered(overlay))
-        for obj in objects:
-            if obj["kind"] == "Deployment":
-                (container,) = obj["spec"]["template"]["spec"]["containers"]
-                container["image"], container["imagePullPolicy"] = podsweeper_image.IMAGE, "Never"
-        eventing.install(objects)
+def _install(world, eventing, how: str) -> None:
+    shipped.import_image(world.real_node)
+    if how == "kustomize":
+        # As a user applies them: without-serving, then live-without-serving.
+        eventing.install(
+            [shipped.local_image(o) if o["kind"] == "Deployment" else o for o in shipped.rendered()]
+        )
+        eventing.install([shipped.live_deployment()])
+        return
+    # The chart as docs/helm.md installs it without Knative Serving, live, its Namespace rendered
+    # (`helm template ... | kubectl apply -f -`), the image the local build (a tag: never pulled).
+    from tests.delivery.helm import template
+
+    repository, tag = podsweeper_image.IMAGE.rsplit(":", 1)
+    values = {
+        "serving": "deployment",
+        "dryRun": False,
+        "createNamespace": True,
+        "image": {"repository": repository, "tag": tag},
+    }
+    eventing.install(template(shipped.REPO / "charts" / "podsweeper", values))
 
 
 def _on_the_node(core, namespace: str, selector: str, node: str) -> list:
@@ -119,10 +130,10 @@ def _metric(core, name: str, label: str) -> float:
     return total
 
 
-def test_a_the_sources_pods_and_podsweepers_run_on_the_node(world, eventing, api):
+def test_a_the_sources_pods_and_podsweepers_run_on_the_node(world, eventing, api, install):
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
     started = time.monotonic()
-    _install(world, eventing)
+    _install(world, eventing, install)
     wait_until(
         "podsweeper's two replicas Available",
         lambda: (apps.read_namespaced_deployment("podsweeper", NS).status.available_replicas or 0) == 2,
@@ -174,20 +185,14 @@ def test_b_the_seed_is_cleaned_through_the_adapter_pod(world, eventing, api):
     )
     refused = _metric(core, "podsweeper_auth_refusals_total", "")
 
-    class Here:
-        admin_api = api
-
-        def check_alive(self) -> None:
-            world.check_alive()
-            eventing.check_alive()
-
-    here = Here()
-    here.namespace = namespace  # type: ignore[attr-defined]
+    def alive() -> None:
+        world.check_alive()
+        eventing.check_alive()
 
     def done(seen) -> bool:
         return "Succeeded" in seen.conditions and all(seen.uids.get(w) in seen.gone for w in WORKERS)
 
-    seen, created = run_seed(here, done, 150)
+    seen, created = run_seed(Watched(namespace, api, alive), done, 150)
     say(f"b: timeline (s after the create):\n{seen.timeline()}")
     assert "Succeeded" in seen.conditions, seen.timeline()
     succeeded = seen.conditions["Succeeded"][0]
@@ -204,16 +209,7 @@ def test_b_the_seed_is_cleaned_through_the_adapter_pod(world, eventing, api):
         SEED_CLEANUP_BOUND,
     ), f"{last_delete - succeeded:.3f}s"
     say(f"b: the last worker's delete {1000 * (last_delete - succeeded):.0f} ms after Succeeded")
-    master = core.read_namespaced_pod(MASTER, namespace)
-    assert master.metadata.uid == seen.uids[MASTER] and not master.metadata.deletion_timestamp
-    cleaned = json.loads(
-        core.list_namespaced_event(
-            namespace, field_selector="reason=PodsCleanedUp", _preload_content=False
-        ).data
-    )["items"]
-    said = " ".join(e["message"] for e in cleaned)
-    assert {e["involvedObject"]["uid"] for e in cleaned} == {created["metadata"]["uid"]}, cleaned
-    assert all(f"{w} [finished-job-active-pod]" in said for w in WORKERS), said
+    assert_workers_cleaned_up(core, namespace, seen, created["metadata"]["uid"])
     assert _metric(core, "podsweeper_events_total", "dev.knative.apiserver.resource") > 0
     assert _metric(core, "podsweeper_auth_refusals_total", "") == refused
 
@@ -222,9 +218,16 @@ def test_c_the_dispatcher_pods_ticks_are_accepted(world, eventing, api):
     core = client.CoreV1Api(api)
     ticks = _metric(core, "podsweeper_events_total", "dev.knative.sources.ping")
     refused = _metric(core, "podsweeper_auth_refusals_total", "")
-    (ping_source,) = [o for o in shipped.rendered(shipped.OVERLAY) if o["kind"] == "PingSource"]
-    ping_source["spec"]["schedule"] = "*/2 * * * * *"
-    eventing.install([ping_source])
+    # The installed PingSource (the overlay's or the chart's), its schedule every 2 s.
+    current = eventing.source("PingSource", "podsweeper-sweep")
+    assert current is not None
+    metadata = {
+        k: current["metadata"][k] for k in ("name", "namespace", "labels") if k in current["metadata"]
+    }
+    spec = {**current["spec"], "schedule": "*/2 * * * * *"}
+    eventing.install(
+        [{"apiVersion": current["apiVersion"], "kind": "PingSource", "metadata": metadata, "spec": spec}]
+    )
     wait_until(
         "two ticks more accepted by podsweeper's pods",
         lambda: _metric(core, "podsweeper_events_total", "dev.knative.sources.ping") >= ticks + 2,
@@ -235,3 +238,82 @@ def test_c_the_dispatcher_pods_ticks_are_accepted(world, eventing, api):
     )
     assert _metric(core, "podsweeper_auth_refusals_total", "") == refused
     say(f"c: ticks accepted: {_metric(core, 'podsweeper_events_total', 'dev.knative.sources.ping'):.0f}")
+
+
+def test_d_a_replica_killed_as_the_job_finishes_the_work_converges(world, eventing, api):
+    """One of podsweeper's two replicas SIGKILLed the moment the job is Succeeded (the events of
+    the finish in flight to it): the kubelet restarts it, the adapter retries what it could not
+    deliver, the other replica and the sweeps (a tick every 2 s since test c) go on, and the
+    workers are deleted all the same, the master kept."""
+    from tests.node.seed import GROUP, JOB, PLURAL, VERSION
+
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    namespace = "seed-killed"
+    core.create_namespace({"metadata": {"name": namespace}})
+    wait_until(
+        f"ServiceAccount default in {namespace}",
+        lambda: any(
+            s.metadata.name == "default" for s in core.list_namespaced_service_account(namespace).items
+        ),
+        timeout=30,
+        check=world.check_alive,
+        tails=lambda: "",
+    )
+    victim = sorted(
+        _on_the_node(core, NS, "app.kubernetes.io/name=podsweeper", world.real_node.name),
+        key=lambda p: p.metadata.name,
+    )[0]
+    (status,) = victim.status.container_statuses
+    killed: dict[str, float] = {}
+    stop = threading.Event()
+
+    def kill_at_the_finish() -> None:
+        while not stop.is_set():
+            try:
+                job = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, JOB)
+            except client.ApiException:
+                job = {}
+            conditions = (job.get("status") or {}).get("conditions") or []
+            if any(c["type"] == "Succeeded" and c["status"] == "True" for c in conditions):
+                world.real_node._ctr(
+                    ["tasks", "kill", "--signal", "SIGKILL", status.container_id.split("://", 1)[1]]
+                )
+                killed["at"] = time.time()
+                return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_at_the_finish, daemon=True)
+    killer.start()
+
+    def alive() -> None:
+        world.check_alive()
+        eventing.check_alive()
+
+    def done(seen) -> bool:
+        return "Succeeded" in seen.conditions and all(seen.uids.get(w) in seen.gone for w in WORKERS)
+
+    try:
+        seen, created = run_seed(Watched(namespace, api, alive), done, 180)
+    finally:
+        stop.set()
+        killer.join(5)
+    say(f"d: timeline (s after the create):\n{seen.timeline()}")
+    assert killed, "the replica was not killed: the job never Succeeded"
+    succeeded = seen.conditions["Succeeded"][0]
+    workers = {w: seen.uids[w] for w in WORKERS}
+    assert all(uid in seen.deleting for uid in workers.values()), seen.timeline()
+    last_delete = max(seen.deleting[u] for u in workers.values())
+    # Converged: the adapter's retries (~3 s) or a sweep (every 2 s), and a margin on 2 shared cores.
+    assert figures.within(
+        "seed, real node, a replica killed at the finish: s from Succeeded seen to the last worker's delete",
+        last_delete - succeeded,
+        "<=",
+        30.0,
+    ), f"{last_delete - succeeded:.3f}s"
+    assert_workers_cleaned_up(core, namespace, seen, created["metadata"]["uid"])
+    restarted = core.read_namespaced_pod(victim.metadata.name, NS).status.container_statuses[0]
+    assert restarted.restart_count > status.restart_count, restarted
+    say(
+        f"d: killed {victim.metadata.name} {killed['at'] - seen.t0:.2f}s after the create; the last worker's "
+        f"delete {1000 * (last_delete - succeeded):.0f} ms after Succeeded; it restarted ({restarted.restart_count})"
+    )

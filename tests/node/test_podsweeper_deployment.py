@@ -25,7 +25,6 @@ d. a replica's container SIGKILLed while it answers a tick: the kubelet restarts
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 import threading
@@ -36,12 +35,11 @@ import pytest
 import requests
 from kubernetes import client, watch
 
-from tests.node import podsweeper_image, shipped
+from tests.node import shipped
 from tests.support.harness.processes import wait_until
 
 pytestmark = pytest.mark.node
 
-LIVE = shipped.REPO / "knative" / "overlays" / "live-without-serving"
 SELECTOR = "app.kubernetes.io/name=podsweeper,app.kubernetes.io/component=function"
 NS = shipped.NAMESPACE
 
@@ -52,19 +50,10 @@ def say(text: str) -> None:
 
 @pytest.fixture(scope="module")
 def world(pytestconfig):
-    from tests.node import build
-    from tests.node.world import NodeWorld
-    from tests.support.controlplane.build import ETCD, KUBE_APISERVER, ensure_built
+    from tests.node.world import started
 
-    capman = pytestconfig.pluginmanager.getplugin("capturemanager")
-    with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
-        for binary in (ETCD, KUBE_APISERVER):
-            ensure_built(binary, log=sys.stderr)
-        build.ensure_all(log=sys.stderr)
-    with NodeWorld(
-        log=sys.stderr, service_accounts=True, extra_controllers=("disruption-controller",)
-    ) as started:
-        yield started
+    with started(pytestconfig, service_accounts=True, extra_controllers=("disruption-controller",)) as world:
+        yield world
 
 
 @pytest.fixture(scope="module")
@@ -74,15 +63,11 @@ def installed(world):
     from tests.support.controlplane.launcher import Kube
 
     cp, node = world.control_plane, world.real_node
-    image = podsweeper_image.archive()
-    node._ctr(["images", "import", "--snapshotter", "overlayfs", str(image.path)], timeout=600)
+    shipped.import_image(node)
     kube = Kube(cp.url, cp.tokens["admin"], cp.ca_file)
     try:
         applied = shipped.apply_overlay(kube, shipped.rendered())
-        (deployment,) = [o for o in shipped.rendered(LIVE) if o["kind"] == "Deployment"]
-        (container,) = deployment["spec"]["template"]["spec"]["containers"]
-        container["image"], container["imagePullPolicy"] = podsweeper_image.IMAGE, "Never"
-        kube.apply(deployment)
+        kube.apply(shipped.live_deployment())
     finally:
         kube.close()
     say(f"applied: {applied} and the live Deployment")
@@ -123,28 +108,6 @@ def _serving(core) -> list:
     ]
 
 
-def _tick(core, pod_ip: str, timeout: float = 30) -> requests.Response:
-    """A PingSource tick, with the PingSource identity's token for the function's audience."""
-    token = core.create_namespaced_service_account_token(
-        shipped.PINGSOURCE_SENDER, NS, {"spec": {"audiences": [shipped.AUDIENCE], "expirationSeconds": 600}}
-    ).status.token
-    session = requests.Session()
-    session.trust_env = False  # the pod's IP, over the node's veth: never a proxy
-    return session.post(
-        f"http://{pod_ip}:8080/",
-        data=b"{}",
-        headers={
-            "Authorization": f"Bearer {token}",
-            "Content-Type": "application/json",
-            "ce-specversion": "1.0",
-            "ce-id": str(uuid.uuid4()),
-            "ce-source": f"/apis/v1/namespaces/{NS}/pingsources/podsweeper-sweep",
-            "ce-type": "dev.knative.sources.ping",
-        },
-        timeout=timeout,
-    )
-
-
 def test_a_the_replicas_ready_with_the_admission_plugins_token_answer_a_tick(world, installed):
     core = client.CoreV1Api(installed)
     pods = _serving(core)
@@ -158,7 +121,7 @@ def test_a_the_replicas_ready_with_the_admission_plugins_token_answer_a_tick(wor
         assert any(s.service_account_token for s in sources) and any(
             s.config_map and s.config_map.name == "kube-root-ca.crt" for s in sources
         )
-        answer = _tick(core, pod.status.pod_ip)
+        answer = shipped.tick(core, pod.status.pod_ip)
         assert answer.status_code == 200, f"{pod.metadata.name}: {answer.status_code} {answer.text}"
     say(f"a: both replicas answered a tick 200: {[p.metadata.name for p in pods]}")
 
@@ -289,7 +252,7 @@ def test_d_a_replica_killed_mid_tick_restarts_and_answers_again(world, installed
 
     def in_flight() -> None:
         try:
-            answers["victim"] = _tick(core, victim.status.pod_ip, timeout=20).status_code
+            answers["victim"] = shipped.tick(core, victim.status.pod_ip, timeout=20).status_code
         except requests.RequestException as error:
             answers["victim"] = type(error).__name__
 
@@ -298,7 +261,7 @@ def test_d_a_replica_killed_mid_tick_restarts_and_answers_again(world, installed
     time.sleep(0.05)
     world.real_node._ctr(["tasks", "kill", "--signal", "SIGKILL", container_id])
     sender.join(30)
-    assert _tick(core, other.status.pod_ip).status_code == 200  # the other replica serves on
+    assert shipped.tick(core, other.status.pod_ip).status_code == 200  # the other replica serves on
 
     def back() -> bool:
         pod = core.read_namespaced_pod(victim.metadata.name, NS)
@@ -318,7 +281,7 @@ def test_d_a_replica_killed_mid_tick_restarts_and_answers_again(world, installed
     assert now.last_state.terminated is not None and now.last_state.terminated.exit_code == 137, (
         now.last_state
     )
-    answer = _tick(core, pod.status.pod_ip)
+    answer = shipped.tick(core, pod.status.pod_ip)
     say(
         f"d: the tick in flight got {answers.get('victim')}; restarted {now.restart_count}x, answers {answer.status_code}"
     )

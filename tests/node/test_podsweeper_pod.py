@@ -39,15 +39,13 @@ import copy
 import json
 import subprocess
 import time
-import uuid
 from pathlib import Path
 
 import pytest
-import requests
 from kubernetes import client
 
 from tests.node import podsweeper_image, shipped
-from tests.node.shipped import AUDIENCE, NAMESPACE, OVERLAY, PINGSOURCE_SENDER, REPO, SA_MOUNT
+from tests.node.shipped import NAMESPACE, OVERLAY, PINGSOURCE_SENDER, REPO, SA_MOUNT
 from tests.support.harness.processes import wait_until
 
 pytestmark = pytest.mark.node
@@ -62,11 +60,10 @@ def test_podsweeper_runs_from_its_image_ready_and_reads_the_api_in_cluster(real_
     core = client.CoreV1Api(admin_api)
 
     # 1. The image, from the Dockerfile (cached by its inputs), into the node's containerd.
-    image = podsweeper_image.archive()
-    timings["image build" if image.built else "image (cached archive)"] = image.seconds
     started = time.monotonic()
-    real_node._ctr(["images", "import", "--snapshotter", "overlayfs", str(image.path)], timeout=600)
-    timings["import"] = time.monotonic() - started
+    image = shipped.import_image(real_node)
+    timings["image build" if image.built else "image (cached archive)"] = image.seconds
+    timings["import"] = time.monotonic() - started - image.seconds
     listed = real_node._ctr(["images", "ls", "-q"]).stdout.split()
     assert any(ref.endswith(podsweeper_image.IMAGE) for ref in listed), listed
     print(
@@ -148,25 +145,8 @@ def test_podsweeper_runs_from_its_image_ready_and_reads_the_api_in_cluster(real_
 
     # 5. In-cluster: a sweep, from the PingSource's identity, answered 200 after podsweeper read
     #    the issuer's keys and the cluster's pods with its own ServiceAccount token.
-    token = core.create_namespaced_service_account_token(
-        PINGSOURCE_SENDER, NAMESPACE, {"spec": {"audiences": [AUDIENCE], "expirationSeconds": 600}}
-    ).status.token
-    session = requests.Session()
-    session.trust_env = False  # the pod's IP, over the node's veth: never a proxy
     started = time.monotonic()
-    answer = session.post(
-        f"http://{pod_ip}:8080/",
-        data=b"{}",
-        headers={
-            "Authorization": f"Bearer {token}",
-            "Content-Type": "application/json",
-            "ce-specversion": "1.0",
-            "ce-id": str(uuid.uuid4()),
-            "ce-source": "/apis/v1/namespaces/podsweeper/pingsources/podsweeper-sweep",
-            "ce-type": "dev.knative.sources.ping",
-        },
-        timeout=30,
-    )
+    answer = shipped.tick(core, pod_ip)
     timings["sweep"] = time.monotonic() - started
     log = _log(core)
     print(f"sweep: HTTP {answer.status_code} {answer.text[:500]!r}\n--- pod log:\n{log[-3000:]}")

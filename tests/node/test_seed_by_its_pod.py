@@ -27,9 +27,7 @@ line the kubelet served in its evidence, read back with `podsweeper evidence`.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -38,8 +36,18 @@ import pytest
 from kubernetes import client
 
 from podsweeper.config import SHIPPED_AUDIENCE, SHIPPED_SENDERS
-from tests.node import podsweeper_image, shipped
-from tests.node.seed import JOB, MASTER, WORKER_LINE, WORKERS, Seen, run_seed, runs_kept_twice, say
+from tests.node import shipped
+from tests.node.seed import (
+    JOB,
+    WORKER_LINE,
+    WORKERS,
+    Seen,
+    Watched,
+    assert_workers_cleaned_up,
+    run_seed,
+    runs_kept_twice,
+    say,
+)
 from tests.support import figures
 from tests.support.figures import SEED_CLEANUP_BOUND
 from tests.support.harness.processes import wait_until
@@ -49,7 +57,6 @@ from tests.support.stack import observe
 # its own bound, not the node rung's 300 s.
 pytestmark = [pytest.mark.node, pytest.mark.ci, pytest.mark.timeout(600)]
 
-LIVE = shipped.REPO / "knative" / "overlays" / "live-without-serving"
 ADAPTER_SA = SHIPPED_SENDERS[0].rsplit(":", 1)[1]
 POD = "podsweeper-0"
 
@@ -57,25 +64,10 @@ POD = "podsweeper-0"
 @pytest.fixture(scope="module")
 def world(pytestconfig):
     """NodeWorld, with everything built first (the receive adapter too), progress on stderr."""
-    from tests.node import build
-    from tests.node.world import NodeWorld
-    from tests.support.controlplane.build import ETCD, KUBE_APISERVER, RECEIVE_ADAPTER, ensure_built
+    from tests.node.world import started
 
-    capman = pytestconfig.pluginmanager.getplugin("capturemanager")
-    with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
-        for binary in (ETCD, KUBE_APISERVER, RECEIVE_ADAPTER):
-            ensure_built(binary, log=sys.stderr)
-        build.ensure_all(log=sys.stderr)
-    with NodeWorld(log=sys.stderr) as started:
-        say(f"world on a real node ready: {started.timings}")
-        yield started
-
-
-class _Here:
-    """What tests/node/seed.run_seed needs of a stack: the namespace, the admin client, a liveness check."""
-
-    def __init__(self, namespace: str, admin_api, check_alive):
-        self.namespace, self.admin_api, self.check_alive = namespace, admin_api, check_alive
+    with started(pytestconfig, adapter=True) as world:
+        yield world
 
 
 def _install(world, core: client.CoreV1Api, timings: dict[str, float]) -> dict:
@@ -84,11 +76,10 @@ def _install(world, core: client.CoreV1Api, timings: dict[str, float]) -> dict:
     from tests.support.controlplane.launcher import Kube
 
     cp, node = world.control_plane, world.real_node
-    image = podsweeper_image.archive()
-    timings["image build" if image.built else "image (cached archive)"] = image.seconds
     started = time.monotonic()
-    node._ctr(["images", "import", "--snapshotter", "overlayfs", str(image.path)], timeout=600)
-    timings["import"] = time.monotonic() - started
+    image = shipped.import_image(node)
+    timings["image build" if image.built else "image (cached archive)"] = image.seconds
+    timings["import"] = time.monotonic() - started - image.seconds
 
     kube = Kube(cp.url, cp.tokens["admin"], cp.ca_file)
     try:
@@ -108,7 +99,7 @@ def _install(world, core: client.CoreV1Api, timings: dict[str, float]) -> dict:
     proxy = KubeProxy(node).start()
     timings.update({f"kube-proxy {k}": v for k, v in proxy.timings.items()})
 
-    (deployment,) = [o for o in shipped.rendered(LIVE) if o["kind"] == "Deployment"]
+    (deployment,) = [o for o in shipped.rendered(shipped.LIVE) if o["kind"] == "Deployment"]
     pod = shipped.pod_from_deployment(deployment, node.name)
     (container,) = pod["spec"]["containers"]
     env = {e["name"]: e.get("value") for e in container["env"]}
@@ -171,7 +162,7 @@ def _keep_for_the_secrets_check(core: client.CoreV1Api, namespace: str) -> None:
     from tests.support.stack import namespace_outputs
 
     env = {"PODSWEEPER_EVIDENCE_LOG_LINES": "20", "PODSWEEPER_EVIDENCE_LOGS_EXCLUDE_NAMESPACES": ""}
-    (deployment,) = [o for o in shipped.rendered(LIVE) if o["kind"] == "Deployment"]
+    (deployment,) = [o for o in shipped.rendered(shipped.LIVE) if o["kind"] == "Deployment"]
     env.update(
         {e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
     )
@@ -230,7 +221,7 @@ def test_the_seed_on_a_real_node_cleaned_by_podsweeper_as_a_pod(world, request):
         )
 
     request.addfinalizer(lambda: _keep_for_the_secrets_check(core, namespace))
-    seen, created = run_seed(_Here(namespace, admin_api, alive), done, 150)
+    seen, created = run_seed(Watched(namespace, admin_api, alive), done, 150)
     say(f"by its pod: timeline (s after the create):\n{seen.timeline()}\ntimings: {timings}")
     log = _log(core)
     assert "Succeeded" in seen.conditions, f"{seen.timeline()}\n--- podsweeper's log:\n{log[-3000:]}"
@@ -256,17 +247,7 @@ def test_the_seed_on_a_real_node_cleaned_by_podsweeper_as_a_pod(world, request):
     say(f"by its pod: the last worker's delete {1000 * (last_delete - succeeded):.0f} ms after Succeeded")
 
     # The master kept; the workers' deletes were podsweeper's (its PodsCleanedUp Event on the job).
-    master = core.read_namespaced_pod(MASTER, namespace)
-    assert master.metadata.uid == seen.uids[MASTER] and not master.metadata.deletion_timestamp
-    cleaned = json.loads(
-        core.list_namespaced_event(
-            namespace, field_selector="reason=PodsCleanedUp", _preload_content=False
-        ).data
-    )["items"]
-    assert cleaned and {e["involvedObject"]["uid"] for e in cleaned} == {created["metadata"]["uid"]}, cleaned
-    said = " ".join(e["message"] for e in cleaned)
-    assert all(f"{w} [finished-job-active-pod]" in said for w in WORKERS), said
-    assert MASTER not in said, said
+    assert_workers_cleaned_up(core, namespace, seen, created["metadata"]["uid"])
 
     # The evidence the pod kept: each worker's real runs, exit 1, the line the kubelet served.
     records = observe.evidence(cp.admin_kubeconfig, namespace, JOB)

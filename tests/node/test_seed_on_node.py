@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import sys
 import time
 
 import pytest
@@ -60,19 +59,9 @@ pytestmark = pytest.mark.node
 def seed_world(pytestconfig):
     """The real world on one real node, on a control plane of its own (NodeWorld),
     with everything built first (the receive adapter too), progress on stderr."""
-    import contextlib
+    from tests.node.world import started
 
-    from tests.node import build
-    from tests.node.world import NodeWorld
-    from tests.support.controlplane.build import ETCD, KUBE_APISERVER, RECEIVE_ADAPTER, ensure_built
-
-    capman = pytestconfig.pluginmanager.getplugin("capturemanager")
-    with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
-        for binary in (ETCD, KUBE_APISERVER, RECEIVE_ADAPTER):
-            ensure_built(binary, log=sys.stderr)
-        build.ensure_all(log=sys.stderr)
-    with NodeWorld(log=sys.stderr) as world:
-        say(f"world on a real node ready: {world.timings}")
+    with started(pytestconfig, adapter=True) as world:
         yield world
 
 

@@ -25,7 +25,6 @@ c. what the queue-proxy enforces, podsweeper's container frozen (cgroup freezer:
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import threading
 import time
@@ -60,18 +59,12 @@ def say(text: str) -> None:
 
 @pytest.fixture(scope="module")
 def world(pytestconfig):
-    from tests.node import build
-    from tests.node.world import NodeWorld
-    from tests.support.controlplane.build import ETCD, KUBE_APISERVER
+    from tests.node.world import started
 
-    capman = pytestconfig.pluginmanager.getplugin("capturemanager")
-    with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
-        for binary in (ETCD, KUBE_APISERVER):
-            ensure_built(binary, log=sys.stderr)
-        build.ensure_all(log=sys.stderr)
-        ks.build_all(log=sys.stderr)
-    with NodeWorld(log=sys.stderr, cluster_dns=True, extra_controllers=ks.KCM_CONTROLLERS) as started:
-        yield started
+    with started(
+        pytestconfig, also=(ks.build_all,), cluster_dns=True, extra_controllers=ks.KCM_CONTROLLERS
+    ) as world:
+        yield world
 
 
 @pytest.fixture(scope="module")
@@ -100,9 +93,7 @@ def revision_pod(world, serving, api):
         user="65532",
     )
     node._ctr(["images", "import", "--snapshotter", "overlayfs", str(queue)], timeout=300)
-    node._ctr(
-        ["images", "import", "--snapshotter", "overlayfs", str(podsweeper_image.archive().path)], timeout=600
-    )
+    shipped.import_image(node)
     node._ctr(["images", "tag", "--force", podsweeper_image.IMAGE, SHIPPED_IMAGE])
     kube = Kube(cp.url, cp.tokens["admin"], cp.ca_file)
     try:

@@ -17,7 +17,9 @@ Root only (tests/node/node.py).
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 
 from tests.node.node import IMAGE, RealNode
 from tests.support.world.launcher import World
@@ -154,3 +156,24 @@ class NodeWorld(World):
                 }
             ],
         }
+
+
+@contextlib.contextmanager
+def started(pytestconfig=None, *, adapter: bool = False, also=(), **world) -> Iterator[NodeWorld]:
+    """A NodeWorld (`world`: its arguments), started once what it runs is built or installed:
+    etcd, kube-apiserver and the node's own parts, the receive adapter with `adapter`, and each
+    of `also` (a callable taking the log), their progress on stderr with pytest's capture lifted;
+    stopped at the end. Every node test module's world."""
+    from tests.node import build
+    from tests.support.controlplane.build import ETCD, KUBE_APISERVER, RECEIVE_ADAPTER, ensure_built
+
+    capman = pytestconfig.pluginmanager.getplugin("capturemanager") if pytestconfig else None
+    with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
+        for binary in (ETCD, KUBE_APISERVER, *((RECEIVE_ADAPTER,) if adapter else ())):
+            ensure_built(binary, log=sys.stderr)
+        build.ensure_all(log=sys.stderr)
+        for step in also:
+            step(sys.stderr)
+    with NodeWorld(log=sys.stderr, **world) as running:
+        print(f"node: world ready: {running.timings}", file=sys.stderr, flush=True)
+        yield running
