@@ -115,6 +115,20 @@ def _on_the_node(core, namespace: str, selector: str, node: str) -> list:
     ]
 
 
+def _namespace(core, world, name: str) -> str:
+    """A new namespace, once the controller manager has made its `default` ServiceAccount (the
+    admission plugin refuses the operator's pods before)."""
+    core.create_namespace({"metadata": {"name": name}})
+    wait_until(
+        f"ServiceAccount default in {name}",
+        lambda: any(s.metadata.name == "default" for s in core.list_namespaced_service_account(name).items),
+        timeout=30,
+        check=world.check_alive,
+        tails=lambda: "",
+    )
+    return name
+
+
 def _metric(core, name: str, label: str) -> float:
     """`name` summed over podsweeper's replicas, for the series whose labels contain `label`."""
     total = 0.0
@@ -172,17 +186,7 @@ def test_a_the_sources_pods_and_podsweepers_run_on_the_node(world, eventing, api
 
 def test_b_the_seed_is_cleaned_through_the_adapter_pod(world, eventing, api):
     core = client.CoreV1Api(api)
-    namespace = "seed-chain"
-    core.create_namespace({"metadata": {"name": namespace}})
-    wait_until(
-        f"ServiceAccount default in {namespace}",
-        lambda: any(
-            s.metadata.name == "default" for s in core.list_namespaced_service_account(namespace).items
-        ),
-        timeout=30,
-        check=world.check_alive,
-        tails=lambda: "",
-    )
+    namespace = _namespace(core, world, "seed-chain")
     refused = _metric(core, "podsweeper_auth_refusals_total", "")
 
     def alive() -> None:
@@ -248,17 +252,7 @@ def test_d_a_replica_killed_as_the_job_finishes_the_work_converges(world, eventi
     from tests.node.seed import GROUP, JOB, PLURAL, VERSION
 
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    namespace = "seed-killed"
-    core.create_namespace({"metadata": {"name": namespace}})
-    wait_until(
-        f"ServiceAccount default in {namespace}",
-        lambda: any(
-            s.metadata.name == "default" for s in core.list_namespaced_service_account(namespace).items
-        ),
-        timeout=30,
-        check=world.check_alive,
-        tails=lambda: "",
-    )
+    namespace = _namespace(core, world, "seed-killed")
     victim = sorted(
         _on_the_node(core, NS, "app.kubernetes.io/name=podsweeper", world.real_node.name),
         key=lambda p: p.metadata.name,

@@ -213,8 +213,6 @@ def test_the_seed_on_a_real_node_cleaned_by_podsweeper_as_a_pod(world, request):
         world.check_alive()
         adapter.check()
 
-    seen: Seen | None = None
-
     def done(now_seen: Seen) -> bool:
         return "Succeeded" in now_seen.conditions and all(
             now_seen.uids.get(w) in now_seen.gone for w in WORKERS
