@@ -167,9 +167,20 @@ def test_a_b_live_namespace_cleaned_and_told_global_dry_run_namespace_only_dry_r
                     for o in e.data["objects"]
                 }
                 >= in_live.worker_names()
-                and any(e.attributes["type"] == "dev.podsweeper.decision.dryrun" for e in told(dry))
+                # Wait for the claim (b) checks, not any dry-run event: a crash-loop dry-run
+                # about a worker can come first (the landing run of stop 48 stopped there).
+                and {
+                    o["name"]
+                    for e in told(dry)
+                    if e.attributes["type"] == "dev.podsweeper.decision.dryrun"
+                    and e.data.get("rule") == "finished-job-active-pod"
+                    for o in e.data["objects"]
+                }
+                >= in_dry.worker_names()
+                and len(in_dry.workers) == 3
             ):
                 sink.wait_for(len(sink.events) + 1, 1)
+                in_dry.poll()
             in_dry.poll()
             assert_valid(sink.events)
 
