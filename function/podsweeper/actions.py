@@ -13,7 +13,7 @@ from podsweeper.cluster.base import Cluster
 from podsweeper.config import Settings
 from podsweeper.decisions import Action, Decision, Result, Target
 from podsweeper.errors import ApiUnavailable
-from podsweeper.report import cleanup_event, suspend_event, warning_event
+from podsweeper.report import cleanup_event, job_delete_event, suspend_event, warning_event
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,8 @@ def carry_out(
                 else:
                     budget -= 1
                     sent += 1  # counted before it is sent: one that fails counts too
+                    if decision.target is Target.JOB:  # its Event first: the job's last word
+                        cluster.record_event(job_delete_event(decision, now))
                     outcome = _delete(cluster, decision, executor)
             elif decision.action is Action.WARN:
                 written = cluster.record_event(warning_event(decision, now))
@@ -108,7 +110,7 @@ def carry_out(
             except ApiUnavailable as error:
                 failure = failure or error
                 continue  # the others still finish: their deletes must be reported
-        if outcome is Result.DELETED:
+        if outcome is Result.DELETED and decision.target is not Target.JOB:  # its Event was before
             deleted_by_job[decision.job.key].append(decision)
         carried.applied.append(Applied(decision, outcome))
     carried.acted = Acted(sent, sum(len(deleted) for deleted in deleted_by_job.values()))
@@ -131,8 +133,15 @@ def _delete(cluster: Cluster, decision: Decision, executor: Executor | None) -> 
     if decision.target is Target.INTERMEDIATE:
         assert decision.link is not None, "a decision about a JobSet or batch Job names its link"
         return cluster.delete_intermediate(decision.link, decision.namespace, decision.name, decision.uid)
+    if decision.target is Target.JOB:
+        # Only a rule whose entry names the Event of it (job_delete_event asked that already,
+        # and the door refuses a job delete from any other), never forced, the uid the one
+        # decided on; its chain goes by the garbage collector's hand.
+        if decision.action is not Action.DELETE:
+            raise ValueError(f"rule {decision.rule} would force-delete a {decision.kind}: no rule may")
+        return cluster.delete_job(decision.job, decision.uid)
     if decision.target is not Target.POD:
-        raise ValueError(f"rule {decision.rule} would delete a {decision.kind} itself: no rule may")
+        raise ValueError(f"rule {decision.rule} would delete a {decision.kind}: no rule may")
     args = (decision.namespace, decision.name, decision.uid, decision.resource_version)
     force = decision.action is Action.FORCE_DELETE
     if executor is None:

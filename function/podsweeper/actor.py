@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
 
@@ -19,7 +19,7 @@ from podsweeper import metrics
 from podsweeper.actions import Acted, Applied, carry_out, dry_run
 from podsweeper.cluster.base import Cluster
 from podsweeper.config import Settings
-from podsweeper.decisions import Decision, Result
+from podsweeper.decisions import Action, Decision, Result, Target
 from podsweeper.evidence import Failure
 from podsweeper.keeper import EvidenceKeeper
 from podsweeper.model import JobRef, Pod, Verb
@@ -86,6 +86,7 @@ class Actor:
         if keep_first is not None:
             job, failures = keep_first
             self.keeper.keep(cluster, job, failures, read_logs=True, now=now)
+        decisions = [self._retained(d, cluster, now) for d in decisions]
         acting = self.keeper.before_acting(cluster, decisions, now)
         try:
             carried = carry_out(decisions, cluster, self.acting, now, budget, self._deleter())
@@ -105,6 +106,19 @@ class Actor:
         if carried.failure is not None:
             raise carried.failure
         return carried.acted
+
+    def _retained(self, decision: Decision, cluster: Cluster, now: datetime) -> Decision:
+        """A decision to delete a training job itself, once its evidence is copied apart from
+        it; a skip when that could not be done (nothing is lost: the next pass tries again)."""
+        if not (decision.target is Target.JOB and decision.action.deletes) or dry_run(decision, self.acting):
+            return decision
+        if self.keeper.retain(cluster, decision.job, now):
+            return decision
+        return replace(
+            decision,
+            action=Action.SKIP,
+            reason=f"its evidence could not be kept apart from it, so it is not deleted; would delete: {decision.reason}",
+        )
 
     def _report(self, item: Applied, event_id: str, now: datetime) -> None:
         """The decision log line and the metrics of one decision carried out."""

@@ -191,10 +191,19 @@ def _evidence(args: argparse.Namespace) -> int:
     cluster = connect(load_settings(), args.kubeconfig)
     # The store is named after the job alone; the kind does not matter for reading it.
     found = cluster.read_evidence(JobRef(TRAINING_KINDS[0], namespace, name))
-    if found is None:
+    if found is not None:
+        print_evidence(f"{namespace}/{name}", found[0], sys.stdout, as_json=args.json)
+        return 0
+    # The job may be gone by podsweeper's hand (rule expired-trainjob): its evidence was copied
+    # apart from it first, one copy per deleted job of the name (by uid), newest last.
+    copies = cluster.read_retained_evidence(namespace, name)
+    if not copies:
         print(f"podsweeper evidence: nothing kept for {namespace}/{name}", file=sys.stderr)
         return 1
-    print_evidence(f"{namespace}/{name}", found[0], sys.stdout, as_json=args.json)
+    for copy in copies:
+        if not args.json:
+            print(f"(the job of uid {copy.uid} was deleted by podsweeper; copy kept at {copy.at})")
+        print_evidence(f"{namespace}/{name}", copy.records, sys.stdout, as_json=args.json)
     return 0
 
 

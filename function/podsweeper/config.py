@@ -86,6 +86,17 @@ class Settings(BaseSettings):
         description="rule stuck-terminating (opt-in): force-delete a training pod terminating this long "
         "on a NotReady/Unknown or vanished node; unset = off",
     )
+    trainjob_ttl_seconds: int = Field(
+        0,
+        ge=0,
+        description="rule expired-trainjob (opt-in): delete a finished TrainJob this long after its finish "
+        "condition; 0 = off",
+    )
+    trainjob_ttl_min_seconds: int = Field(
+        600,
+        ge=0,
+        description="shortest TrainJob TTL a namespace annotation or a job's annotation may ask for",
+    )
     crashloop_restarts: int = Field(5, ge=1, description="restartCount that makes a crash loop")
     crashloop_action: CrashLoopAction = Field(CrashLoopAction.WARN, description="rule crash-loop action")
     max_deletes_per_event: int = Field(

@@ -27,6 +27,7 @@ class Rule(StrEnum):
     UNBOUNDED_JOBSET_RESTARTS = "unbounded-jobset-restarts"
     DEADLINE_EXCEEDED_JOBSET_RUNNING = "deadline-exceeded-jobset-running"
     FAILED_TRAINJOB_PODGROUP = "failed-trainjob-podgroup"  # Trainer v2 with Volcano, trainer#4033
+    EXPIRED_TRAINJOB = "expired-trainjob"  # opt-in, Trainer v2 (trainer#4052)
 
 
 class Action(StrEnum):

@@ -122,6 +122,25 @@ class EvidenceKeeper:
         self._remember(new)
         return len(new)
 
+    def retain(self, cluster: Cluster, job: JobRef, now: datetime) -> bool:
+        """Copy the job's store apart from it before the job is deleted (its store, which it
+        owns, goes with it); False when that cannot be done: the job must not be deleted then.
+        Nothing to copy (no store, or not podsweeper's) is done at once. An API failure goes on
+        (503: the source retries, nothing deleted)."""
+        if not self.settings.evidence:
+            return True
+        try:
+            found = cluster.read_evidence(job)
+        except NotKept:
+            return True  # a ConfigMap at its name that podsweeper did not make: nothing of ours
+        if found is None or not found[0]:
+            return True
+        try:
+            return cluster.retain_evidence(job, found[0], now)
+        except NotKept as dropped:
+            metrics.record_dropped("evidence", dropped.reason.value, job.namespace, job.name, dropped.detail)
+            return False
+
     def before_acting(self, cluster: Cluster, decisions: Iterable[Decision], now: datetime) -> Acting:
         """What must be read while the pods exist, before a pass acts on its delete decisions:
         each pod's failed runs (its decision's evidence) and their last log lines (runs not

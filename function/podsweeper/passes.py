@@ -179,6 +179,11 @@ class Passes:
         garbage collector's hand (or not at all, in dry-run), so no record of them says
         podsweeper deleted them."""
         doomed = {d.uid for d in decisions if d.action is Action.DELETE and d.target is Target.INTERMEDIATE}
+        jobset = lineage.live_jobset
+        if jobset is not None and any(
+            d.action is Action.DELETE and d.target is Target.JOB for d in decisions
+        ):
+            doomed.add(jobset.uid)  # the job itself goes (rule expired-trainjob): its chain with it
         if not doomed or lineage.job is None:
             return None
         uid_label = lineage.chain.uid_label

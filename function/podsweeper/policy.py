@@ -12,6 +12,9 @@ configuration's:
   dry-run only with PODSWEEPER_NAMESPACE_LIVE_ALLOWED, a crash-loop action other than `warn`
   and the global one only if PODSWEEPER_NAMESPACE_CRASHLOOP_ACTIONS names it, a shorter grace
   only down to PODSWEEPER_NAMESPACE_MIN_GRACE_SECONDS (unset: none shorter);
+* `podsweeper.dev/trainjob-ttl-seconds` (rule expired-trainjob): `off` always; a number of
+  seconds only where the platform turned the TTL on (PODSWEEPER_TRAINJOB_TTL_SECONDS) and not
+  below PODSWEEPER_TRAINJOB_TTL_MIN_SECONDS;
 * a value that is not understood, or not allowed, is a problem: the global setting is used
   for it (the caller writes a Warning Event on the Namespace).
 """
@@ -47,6 +50,7 @@ class Knob(StrEnum):
     ORPHAN_GRACE = "orphan-grace-seconds"
     OPERATOR_GRACE = "operator-grace-seconds"
     EVIDENCE_LOGS = "evidence-logs"
+    TRAINJOB_TTL = "trainjob-ttl-seconds"
 
     @property
     def annotation(self) -> str:
@@ -58,6 +62,7 @@ KNOB_OF_VARIABLE = {
     "PODSWEEPER_CRASHLOOP_ACTION": Knob.CRASHLOOP_ACTION,
     "PODSWEEPER_ORPHAN_GRACE_SECONDS": Knob.ORPHAN_GRACE,
     "PODSWEEPER_OPERATOR_GRACE_SECONDS": Knob.OPERATOR_GRACE,
+    "PODSWEEPER_TRAINJOB_TTL_SECONDS": Knob.TRAINJOB_TTL,
 }
 _GRACE_FIELD = {Knob.ORPHAN_GRACE: "orphan_grace_seconds", Knob.OPERATOR_GRACE: "operator_grace_seconds"}
 _MAX_DIGITS = 9  # a grace annotation longer than this is refused before it is parsed
@@ -77,6 +82,7 @@ class NamespacePolicy:
     problems: tuple[str, ...] = ()  # one line each: the annotation, its value, why refused
     # Whether container text (log lines, termination messages) may be kept in its evidence.
     evidence_logs: bool = True
+    trainjob_ttl_seconds: int = 0  # rule expired-trainjob's retention here; 0: off
 
     @property
     def dry_run(self) -> bool:
@@ -90,6 +96,7 @@ class NamespacePolicy:
             Knob.ORPHAN_GRACE: str(self.orphan_grace_seconds),
             Knob.OPERATOR_GRACE: str(self.operator_grace_seconds),
             Knob.EVIDENCE_LOGS: "on" if self.evidence_logs else "off",
+            Knob.TRAINJOB_TTL: str(self.trainjob_ttl_seconds) if self.trainjob_ttl_seconds else "off",
         }
         return values[knob]
 
@@ -129,6 +136,7 @@ def global_policy(settings: Settings, namespace: str) -> NamespacePolicy:
         settings.orphan_grace_seconds,
         settings.operator_grace_seconds,
         evidence_logs=global_logs(settings, namespace),
+        trainjob_ttl_seconds=settings.trainjob_ttl_seconds,
     )
 
 
@@ -168,6 +176,7 @@ def resolve(settings: Settings, namespace: str, annotations: Mapping[str, str]) 
         frozenset(chosen),
         tuple(problems),
         _as(chosen.get(Knob.EVIDENCE_LOGS), bool, policy.evidence_logs),
+        _as(chosen.get(Knob.TRAINJOB_TTL), int, policy.trainjob_ttl_seconds),
     )
 
 
@@ -187,6 +196,8 @@ def _judge(settings: Settings, knob: Knob, raw: str, namespace: str) -> tuple[ob
                 "(PODSWEEPER_EVIDENCE_LOG_LINES, PODSWEEPER_EVIDENCE_LOGS_EXCLUDE_NAMESPACES)",
             )
         return _ON_OFF[raw], None
+    if knob is Knob.TRAINJOB_TTL:
+        return _ttl(settings, raw)
     if knob is Knob.MODE:
         try:
             mode = Mode(raw)
@@ -220,6 +231,25 @@ def _judge(settings: Settings, knob: Knob, raw: str, namespace: str) -> tuple[ob
     return seconds, None
 
 
+def _ttl(settings: Settings, raw: str) -> tuple[object, str | None]:
+    """A namespace's TrainJob retention: `off` always (keeping is the safe side); seconds only
+    where the platform turned the rule on, and not below its floor (a namespace cannot make
+    finished jobs vanish before anyone looked)."""
+    if raw == "off":
+        return 0, None
+    if not raw.isascii() or not raw.isdigit() or len(raw) > _MAX_DIGITS:
+        return None, "is not off or a whole number of seconds"
+    if settings.trainjob_ttl_seconds <= 0:
+        return (
+            None,
+            "is not allowed: the platform has not turned the TTL on (PODSWEEPER_TRAINJOB_TTL_SECONDS)",
+        )
+    seconds, floor = int(raw), settings.trainjob_ttl_min_seconds
+    if seconds < max(floor, 1):
+        return None, f"is shorter than a namespace may set ({floor}: PODSWEEPER_TRAINJOB_TTL_MIN_SECONDS)"
+    return seconds, None
+
+
 def effective(settings: Settings, policy: NamespacePolicy) -> Settings:
     """The global settings with the namespace's policy applied: what its passes decide with
     (the rules read their graces and the crash-loop action from it, the acting side dry-run)."""
@@ -231,5 +261,6 @@ def effective(settings: Settings, policy: NamespacePolicy) -> Settings:
             "crashloop_action": policy.crashloop_action,
             "orphan_grace_seconds": policy.orphan_grace_seconds,
             "operator_grace_seconds": policy.operator_grace_seconds,
+            "trainjob_ttl_seconds": policy.trainjob_ttl_seconds,
         }
     )

@@ -40,6 +40,15 @@ def suspend_reason(rule: Rule) -> str:
     return reason
 
 
+def job_delete_reason(rule: Rule) -> str:
+    """The Event reason written before a rule deletes a training job itself: its entry's. A
+    rule without one never deletes a job (the acting side asks here before every such delete)."""
+    reason = BY_RULE[rule].job_delete_reason
+    if reason is None:
+        raise ValueError(f"rule {rule} never deletes a training job")
+    return reason
+
+
 class _StdoutHandler(logging.StreamHandler[TextIO]):
     """Writes to sys.stdout as it is at each line, not as it was at set-up (as logging's own
     last-resort handler does for stderr): a redirect made later (the CLI's caller, a test's
@@ -159,6 +168,24 @@ def suspend_event(decision: Decision, now: datetime) -> EventRecord:
         message=truncate(
             f"podsweeper suspended the job ({switch}: true): {decision.kind} {decision.name}: "
             f"{decision.reason}. Fix the cause, then set suspend: false to start it again.",
+            _settings_note(decision),
+        ),
+        time=now,
+    )
+
+
+def job_delete_event(decision: Decision, now: datetime) -> EventRecord:
+    """Written on the job before podsweeper deletes it (rule expired-trainjob): the last word
+    on it its owners can read (Events are not owned by it: they outlive it by the API server's
+    event TTL), with where its evidence went."""
+    return EventRecord(
+        name=_event_name(decision.job, decision.rule.value),
+        involved=decision.job,
+        type="Normal",
+        reason=job_delete_reason(decision.rule),
+        message=truncate(
+            f"podsweeper deletes {decision.kind} {decision.name} (uid {decision.uid}): {decision.reason}. "
+            f"Its evidence: podsweeper evidence {decision.namespace}/{decision.name}",
             _settings_note(decision),
         ),
         time=now,

@@ -9,7 +9,17 @@ from typing import Any, Protocol
 
 from podsweeper.decisions import Result
 from podsweeper.kinds import IntermediateKind, TrainingKind
-from podsweeper.model import EventRecord, FinishMark, Intermediate, Job, JobRef, Namespace, Node, Pod
+from podsweeper.model import (
+    EventRecord,
+    FinishMark,
+    Intermediate,
+    Job,
+    JobRef,
+    Namespace,
+    Node,
+    Pod,
+    Retained,
+)
 
 
 @dataclass(frozen=True)
@@ -86,6 +96,11 @@ class Cluster(Protocol):
         """Delete a JobSet or batch Job with preconditions uid and background propagation
         (the garbage collector then removes what it controls). DELETED, GONE or CONFLICT."""
 
+    def delete_job(self, ref: JobRef, uid: str) -> Result:
+        """Delete the training job itself (rule expired-trainjob) with preconditions uid and
+        background propagation: the garbage collector removes its chain after it. DELETED,
+        GONE or CONFLICT."""
+
     def suspend_job(self, ref: JobRef) -> Result:
         """Set the job's suspend field (kinds: spec.runPolicy.suspend, a TrainJob's spec.suspend)
         on the job whose uid is ref.uid.
@@ -100,6 +115,14 @@ class Cluster(Protocol):
         """Create the job's store (version None) or replace it at `version`, owned by the job
         (ref.uid) so it goes with it. False when someone wrote it since (409); NotKept
         (evidence.py) when the API refuses it for good or a read found it is not podsweeper's."""
+
+    def retain_evidence(self, job: JobRef, records: list[dict[str, Any]], at: datetime) -> bool:
+        """Keep a copy of the job's records apart from it (owned by nothing, named by its uid)
+        before the job is deleted: its own store goes with it. False when someone wrote the
+        copy since it was read (409); NotKept when it cannot be podsweeper's or is refused."""
+
+    def read_retained_evidence(self, namespace: str, name: str) -> list[Retained]:
+        """The copies kept apart from deleted jobs of this name, oldest first."""
 
     def container_log(
         self, namespace: str, pod: str, container: str, previous: bool, lines: int, limit_bytes: int

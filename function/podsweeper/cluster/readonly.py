@@ -9,6 +9,7 @@ not written either, so a look at a cluster with a person's credentials changes n
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from podsweeper.cluster.base import Cluster
@@ -38,6 +39,10 @@ class ReadOnly:
         self._skipped("evidence store")
         return True  # as if kept: nothing is asked again in this run
 
+    def retain_evidence(self, job: JobRef, records: list[dict[str, Any]], at: datetime) -> bool:
+        self._skipped("retained evidence")
+        return True
+
     def record_event(self, event: EventRecord) -> bool:
         self._skipped("Event")
         return True  # what a live run would have written (the summary says it was not)
@@ -53,6 +58,9 @@ class ReadOnly:
         raise AssertionError("a read-only look at a cluster deletes nothing")
 
     def delete_intermediate(self, link: IntermediateKind, namespace: str, name: str, uid: str) -> Result:
+        raise AssertionError("a read-only look at a cluster deletes nothing")
+
+    def delete_job(self, ref: JobRef, uid: str) -> Result:
         raise AssertionError("a read-only look at a cluster deletes nothing")
 
     def suspend_job(self, ref: JobRef) -> Result:

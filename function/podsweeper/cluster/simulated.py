@@ -32,6 +32,7 @@ from podsweeper.model import (
     Node,
     NodeReady,
     Pod,
+    Retained,
     Verb,
 )
 from podsweeper.ownership import has_training_label, labelled_job_names, labels_name_job
@@ -92,6 +93,8 @@ class SimulatedCluster:
     evidence: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     # (namespace, name) of ConfigMaps someone else made at a store's name: never read nor written
     foreign_stores: set[tuple[str, str]] = field(default_factory=set)
+    # (namespace, job name, job uid) -> the copy of a deleted job's evidence kept apart from it
+    retained: dict[tuple[str, str, str], Retained] = field(default_factory=dict)
     # object (what it is, namespace, name) -> (the newest integer resourceVersion the stream
     # showed for it, whether that was a delete): what a late, older event is measured against
     # (and the uid it was of)
@@ -159,8 +162,8 @@ class SimulatedCluster:
         older = self._older(verb, obj, version or "")
         if older:
             return older
-        if isinstance(obj, Intermediate | Pod) and obj.uid and obj.uid in self.deleted_by_podsweeper:
-            kind = "pod" if isinstance(obj, Pod) else obj.link.kind
+        if obj.uid and obj.uid in self.deleted_by_podsweeper:
+            kind = "pod" if isinstance(obj, Pod) else obj.kind.kind if isinstance(obj, Job) else obj.link.kind
             return f"{kind} already deleted by podsweeper in this replay"
         if isinstance(obj, Intermediate):
             intermediate_key = (obj.link.kind, obj.namespace, obj.name)
@@ -305,6 +308,36 @@ class SimulatedCluster:
                     intermediate.link, intermediate.namespace, intermediate.name, intermediate.uid
                 )
         return Result.DELETED
+
+    def delete_job(self, ref: JobRef, uid: str) -> Result:
+        current = self.jobs.get(ref.key)
+        if current is None:
+            return Result.GONE
+        if current.uid != uid:
+            return Result.CONFLICT
+        del self.jobs[ref.key]
+        self.gone_jobs.add(ref.key)
+        self.deleted_by_podsweeper.add(uid)
+        # Background propagation: what it controls goes (the garbage collector's part), and
+        # the records it owns (its finish mark, its evidence store) with it.
+        for intermediate in list(self.intermediates.values()):
+            if intermediate.controller is not None and intermediate.controller.uid == uid:
+                self.delete_intermediate(
+                    intermediate.link, intermediate.namespace, intermediate.name, intermediate.uid
+                )
+        self.finish_marks.pop((ref.key, uid), None)
+        self.evidence.pop((ref.namespace, store_name(ref.name)), None)
+        return Result.DELETED
+
+    def retain_evidence(self, job: JobRef, records: list[dict[str, Any]], at: datetime) -> bool:
+        if not job.uid:
+            return False
+        self.retained[(job.namespace, job.name, job.uid)] = Retained(job.uid, at.isoformat(), list(records))
+        return True
+
+    def read_retained_evidence(self, namespace: str, name: str) -> list[Retained]:
+        found = [r for (ns, job, _), r in self.retained.items() if (ns, job) == (namespace, name)]
+        return sorted(found, key=lambda r: r.at)
 
     def suspend_job(self, ref: JobRef) -> Result:
         current = self.jobs.get(ref.key)

@@ -17,7 +17,7 @@ from pydantic import Field
 
 from podsweeper import kinds
 from podsweeper.errors import BadEvent
-from podsweeper.model import CleanPodPolicy, Job
+from podsweeper.model import TTL_ANNOTATION, CleanPodPolicy, Job
 from podsweeper.objects.base import (
     JobStatus,
     ObjectMeta,
@@ -167,6 +167,10 @@ def _chained_job(kind: kinds.TrainingKind, obj: JobObject) -> Job:
         declared_replicas=trainer.numNodes or 1,
         suspend_blocked=blocked,
         suspend_changed_at=_suspend_changed_at(obj.status),
+        managed_by=managed_by if isinstance(managed_by, str) else None,
+        owned_by=next((f"{o.kind}/{o.name}" for o in obj.metadata.owners()), None),
+        sets_own_ttl=spec.get("ttlSecondsAfterFinished") is not None,
+        ttl_asked=(obj.metadata.annotations or {}).get(TTL_ANNOTATION),
     )
 
 

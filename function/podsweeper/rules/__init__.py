@@ -16,6 +16,7 @@ from podsweeper.rules import (
     clean_pod_policy_all,
     crash_loop,
     deadline_exceeded_jobset_running,
+    expired_trainjob,
     failed_mpijob_running,
     failed_trainjob_podgroup,
     finished_job_active_pod,

@@ -105,6 +105,9 @@ class RuleSpec:
     settings: tuple[str, ...] = ()
     warning_reason: str | None = None  # the Event reason of its warning (a blocked suspend's too)
     suspend_reason: str | None = None  # the Event reason when it suspends a job
+    # The Event reason written on a job before the rule deletes the job itself: a rule that
+    # deletes a training job (not its pods, a JobSet or a Job) names it, and only such a rule.
+    job_delete_reason: str | None = None
     new_jobs_only: bool = False
     opt_in: bool = False
     for_kinds: str = ""  # which jobs, when not every kind (e.g. "Trainer v2")
@@ -122,6 +125,8 @@ class RuleSpec:
             raise ValueError(f"{self.rule}: a rule that warns names its Event reason, and only then")
         if (Action.SUSPEND in self.actions) != (self.suspend_reason is not None):
             raise ValueError(f"{self.rule}: a rule that suspends names its Event reason, and only then")
+        if self.job_delete_reason is not None and Action.DELETE not in self.actions:
+            raise ValueError(f"{self.rule}: a rule that deletes its job deletes")
         if not self.looks_at:
             raise ValueError(f"{self.rule}: a rule looks at something")
 

@@ -54,6 +54,8 @@ def decide(
         return None
     if finding.action not in spec.actions:
         raise ValueError(f"rule {spec.rule} found {finding.action}, which its entry does not name")
+    if finding.action.deletes and isinstance(about, Job) and spec.job_delete_reason is None:
+        raise ValueError(f"rule {spec.rule} would delete a training job, which its entry does not name")
     action, reason = _suspend_or_warn(finding.action, finding.reason, job)
     opted = _opted_out_by(about, job)
     if opted:

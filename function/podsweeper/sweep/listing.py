@@ -218,6 +218,13 @@ class Listing:
         chain = kind.chain
         assert chain is not None
         jobs = {(job.namespace, job.name): job for job in cluster.list_jobs(namespace, kind)}
+        # The job alone, as listed (a finished TrainJob past a retention, with or without its
+        # JobSet): the pass reads the chain again before anything is decided.
+        for alone in jobs.values():
+            if engine.nominated(Looks.CHAIN, Listed(job=alone), now, self.settings) and not isinstance(
+                self.policies.admit(cluster, alone.namespace, now), Closed
+            ):
+                run.candidates.setdefault(alone.ref.key, JobPass(alone.ref, PassReason.SWEEP))
         jobsets: dict[tuple[str, str], Intermediate] = {}
         for jobset in cluster.list_intermediates(chain.links[0], namespace, ""):
             if not jobset.terminating:  # a terminating JobSet controls nothing the pass would spare

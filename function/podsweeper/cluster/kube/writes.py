@@ -63,18 +63,23 @@ class Writes(Calls):
     def delete_intermediate(
         self, link: kinds.IntermediateKind, namespace: str, name: str, uid: str
     ) -> Result:
-        # Background: the garbage collector removes what it controls (Jobs, pods) after it.
+        path = group_path(link.group, link.version, link.plural, namespace, name)
+        return self._delete_with_chain(f"delete {link.plural} {namespace}/{name}", path, uid)
+
+    def _delete_with_chain(self, what: str, path: str, uid: str) -> Result:
+        """Delete what `path` names if its uid is still `uid` (its status, so its
+        resourceVersion, changes all the time); Background: the garbage collector removes what
+        it controls (JobSets, Jobs, pods) after it."""
         body = {"propagationPolicy": "Background", "preconditions": {"uid": uid}}
         try:
-            found = self._request(
-                f"delete {link.plural} {namespace}/{name}",
-                "DELETE",
-                group_path(link.group, link.version, link.plural, namespace, name),
-                body=body,
-            )
+            found = self._request(what, "DELETE", path, body=body)
         except Refused:  # only 409 gets here: the uid precondition failed
             return Result.CONFLICT
         return Result.GONE if found is None else Result.DELETED
+
+    def delete_job(self, ref: JobRef, uid: str) -> Result:
+        path = group_path(ref.kind.group, ref.version, ref.kind.plural, ref.namespace, ref.name)
+        return self._delete_with_chain(f"delete {ref.kind.plural} {ref.namespace}/{ref.name}", path, uid)
 
     def suspend_job(self, ref: JobRef) -> Result:
         # The uid in a merge patch is a precondition: a job re-created under this name has
