@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
 
 from podsweeper.kinds import IntermediateKind, TrainingKind
 
@@ -183,9 +182,8 @@ class Job:
     # A TrainJob's Suspended condition's lastTransitionTime (either status): when it was last
     # suspended or resumed (Kueue's admission, a person's). Trainer makes its first JobSet then.
     suspend_changed_at: datetime | None = None
-    # What rule expired-trainjob must know of a TrainJob before it may delete it: who else
-    # decides its life (spec.managedBy, the first ownerReference as Kind/name), whether it sets
-    # Trainer's own ttlSecondsAfterFinished, and the TTL its annotation asks for (raw).
+    # Rule expired-trainjob's: who else decides its life (spec.managedBy, an owner as Kind/name),
+    # whether it sets Trainer's own ttlSecondsAfterFinished, its annotation's TTL (raw).
     managed_by: str | None = None
     owned_by: str | None = None
     sets_own_ttl: bool = False
@@ -207,15 +205,6 @@ class Job:
         if self.backoff_limit is not None:
             return ()
         return tuple(sorted(r for r, policy in self.restart_policies if policy in RESTARTING_POLICIES))
-
-
-@dataclass(frozen=True)
-class Retained:
-    """A copy of a deleted job's evidence, kept apart from it (rule expired-trainjob)."""
-
-    uid: str  # the job's
-    at: str  # when the copy was made (RFC 3339), as it says
-    records: list[dict[str, Any]]
 
 
 @dataclass(frozen=True)

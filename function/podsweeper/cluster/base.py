@@ -18,7 +18,6 @@ from podsweeper.model import (
     Namespace,
     Node,
     Pod,
-    Retained,
 )
 
 
@@ -38,6 +37,15 @@ class JobPage:
 
     jobs: list[Job]
     resume: str | None
+
+
+@dataclass(frozen=True)
+class Retained:
+    """A copy of a deleted job's evidence, kept apart from it (rule expired-trainjob)."""
+
+    uid: str  # the job's
+    at: str  # when the copy was made (RFC 3339), as it says
+    records: list[dict[str, Any]]
 
 
 class Cluster(Protocol):

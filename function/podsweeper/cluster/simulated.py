@@ -18,7 +18,7 @@ from datetime import datetime
 from itertools import count
 from typing import Any
 
-from podsweeper.cluster.base import JobPage, PodPage
+from podsweeper.cluster.base import JobPage, PodPage, Retained
 from podsweeper.decisions import Result
 from podsweeper.evidence import CONFIGMAP_DATA_LIMIT, Dropped, NotKept, decode, encode, store_name
 from podsweeper.kinds import IntermediateKind, TrainingKind
@@ -32,7 +32,6 @@ from podsweeper.model import (
     Node,
     NodeReady,
     Pod,
-    Retained,
     Verb,
 )
 from podsweeper.ownership import has_training_label, labelled_job_names, labels_name_job

@@ -6,7 +6,7 @@ Every call is bounded by the event's deadline, reads raw JSON through one connec
 
 KubeCluster is the Cluster protocol assembled from one module per job: `calls` (one request:
 deadline, rate limit, Retry-After, pages), `reads` (the cluster's objects), `writes` (deletes,
-suspends, Events under preconditions) and `records` (podsweeper's own ConfigMaps).
+suspends, Events under preconditions) `records` (podsweeper's own ConfigMaps) and `retained` (evidence copies of jobs it deleted).
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from kubernetes import client
 from podsweeper.cluster.kube.calls import Keyring
 from podsweeper.cluster.kube.reads import Reads
 from podsweeper.cluster.kube.records import Records
+from podsweeper.cluster.kube.retained import Retaining
 from podsweeper.cluster.kube.transport import Api, load_configuration
 from podsweeper.cluster.kube.writes import Writes
 from podsweeper.cluster.ratelimit import RateLimiter
 from podsweeper.config import Settings
 
 
-class KubeCluster(Reads, Writes, Records):
+class KubeCluster(Reads, Writes, Records, Retaining):
     """The Cluster protocol on a real API server (`bounded` gives a view with a deadline)."""
 
 
