@@ -450,7 +450,7 @@ def difference(granted: facts.Permissions, expected: facts.Permissions) -> str:
 # Every resource our manifests name, and the ones they must never name: probed whether or not
 # this API server serves them (by review when it does not).
 LITERAL_KEYS = sorted(
-    {*facts.FUNCTION_RBAC, *facts.SOURCE_RBAC, *facts.SUSPEND_RBAC, *facts.NODES_RBAC}
+    {*facts.FUNCTION_RBAC, *facts.SOURCE_RBAC, *facts.SUSPEND_RBAC, *facts.NODES_RBAC, *facts.TRAINJOBS_RBAC}
     | {*facts.EVERY_USER, *facts.UNNAMED}
 )
 # The base: knative/function/rbac.yaml, and what Kubernetes grants every authenticated user.
@@ -558,6 +558,7 @@ def test_the_shipped_rbac_allows_exactly_its_table_and_refuses_everything_else(
 OVERLAYS = {
     "crashloop-suspend": ("knative/overlays/crashloop-suspend/suspend-rbac.yaml", facts.SUSPEND_RBAC),
     "stuck-terminating": ("knative/overlays/stuck-terminating/nodes-rbac.yaml", facts.NODES_RBAC),
+    "trainjob-ttl": ("knative/overlays/trainjob-ttl/trainjobs-rbac.yaml", facts.TRAINJOBS_RBAC),
 }
 
 
@@ -584,7 +585,7 @@ def test_each_opt_in_overlay_adds_exactly_its_table(control_plane, admin_api, ov
             time.sleep(0.05)
         found = probe.reviewed_table(LITERAL_KEYS, "team-a")
         assert found == expected, f"{overlay}: {difference(found, expected)}"
-        # Across all namespaces too (a ClusterRoleBinding: the rule reads nodes, patches jobs anywhere).
+        # Across all namespaces too (a ClusterRoleBinding: reads nodes, patches or deletes jobs anywhere).
         found = probe.reviewed_table(sorted(table), "")
         wanted = {key: expected[key] for key in table}
         assert found == wanted, f"{overlay}, all namespaces: {difference(found, wanted)}"
@@ -764,7 +765,37 @@ def _writes_world(admin: requests.Session, url: str, namespace: str) -> dict[str
     create(jobsets, _jobset("marked", template_labels={facts.TRAINER_MARK_LABEL: "trainer"}))
     create(f"{ns}/pods", _bare_pod("app"))
     create(f"{ns}/pods", _bare_pod("worker", {facts.JOB_NAME_LABEL: "mpi"}))
+    # Finished TrainJobs (status written as Trainer would): one rule expired-trainjob may delete,
+    # one suspended, one owned by another object (neither of which it ever deletes).
+    trainjobs = f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs"
+    evidence = admin.get(f"{url}{ns}/configmaps/podsweeper-evidence-train").json()
+    owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": "podsweeper-evidence-train"}
+    for name, suspend, owners in (
+        ("done", False, []),
+        ("done-held", True, []),
+        ("done-owned", False, [{**owner, "uid": evidence["metadata"]["uid"]}]),
+    ):
+        body = {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "metadata": {"name": name, **({"ownerReferences": owners} if owners else {})},
+            "spec": {"runtimeRef": {"name": "torch-distributed"}, **({"suspend": True} if suspend else {})},
+        }
+        made = create(trainjobs, body)
+        made["status"] = {"conditions": [_finished_condition()]}
+        answer = admin.put(f"{url}{trainjobs}/{name}/status", json=made)
+        answer.raise_for_status()
     return {"mpi": mpi["metadata"]["uid"], "train": train["metadata"]["uid"]}
+
+
+def _finished_condition() -> dict:
+    return {
+        "type": "Complete",
+        "status": "True",
+        "reason": "JobsCompleted",
+        "message": "done",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
 
 
 def _cases(
@@ -914,6 +945,30 @@ def _cases(
             "/api/v1/namespaces/kube-system/pods/coredns-probe",
             "kube-system",
         ),
+        delete(
+            "delete a running TrainJob",
+            "trainer.kubeflow.org",
+            "trainjobs",
+            f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs/train",
+        ),
+        delete(
+            "delete a finished TrainJob that is suspended",
+            "trainer.kubeflow.org",
+            "trainjobs",
+            f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs/done-held",
+        ),
+        delete(
+            "delete a finished TrainJob another object owns",
+            "trainer.kubeflow.org",
+            "trainjobs",
+            f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs/done-owned",
+        ),
+        post(
+            "create podsweeper-retained-* without its label",
+            "configmaps",
+            f"{ns}/configmaps",
+            _configmap(namespace, "podsweeper-retained-x"),
+        ),
         post(
             "record an Event about a Pod",
             "events",
@@ -958,6 +1013,18 @@ def _cases(
             train,
             {"metadata": {"uid": uids["train"]}, "spec": {"suspend": True}},
         ),
+        delete(
+            "delete a finished TrainJob (rule expired-trainjob, its overlay's RBAC)",
+            "trainer.kubeflow.org",
+            "trainjobs",
+            f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs/done",
+        ),
+        post(
+            "create podsweeper-retained-<uid> with its label",
+            "configmaps",
+            f"{ns}/configmaps",
+            _configmap(namespace, "podsweeper-retained-0000", {"podsweeper.dev/retained-evidence": "true"}),
+        ),
         delete("delete a JobSet's batch Job made for a TrainJob", "batch", "jobs", f"{batch}/train-node-0"),
         delete("delete a JobSet a TrainJob controls", "jobset.x-k8s.io", "jobsets", f"{jobsets}/owned"),
         delete("delete a JobSet with Trainer's mark", "jobset.x-k8s.io", "jobsets", f"{jobsets}/marked"),
@@ -990,6 +1057,39 @@ def test_the_admission_policy_refuses_what_rbac_allows_but_podsweeper_never_does
     uids = _writes_world(admin, url, namespace)
     refused, allowed = _cases(admin, url, namespace, uids)
     probe = Prober(control_plane)
+    # The TrainJob deletes need the verb only rule expired-trainjob's overlay grants.
+    overlay = _granted(control_plane, "knative/overlays/trainjob-ttl/trainjobs-rbac.yaml")
+    try:
+        _judge_writes(control_plane, admin, function, probe, refused, allowed)
+    finally:
+        overlay()
+
+
+def _granted(control_plane, manifest: str):
+    """Apply an overlay's ClusterRole(+Binding) as admin until the returned call removes it."""
+    import yaml
+    from kubernetes import client
+
+    admin_api = control_plane.api_client("admin")
+    role, binding = [d for d in yaml.safe_load_all((ROOT / manifest).read_text()) if d]
+    rbac = client.RbacAuthorizationV1Api(admin_api)
+    rbac.create_cluster_role(role)
+    rbac.create_cluster_role_binding(binding)
+    probe = Prober(control_plane)
+    deadline = time.monotonic() + 10
+    while not probe.review("delete", "trainer.kubeflow.org", "trainjobs", "team-a"):
+        assert time.monotonic() < deadline, f"{manifest}: its grant never showed"
+        time.sleep(0.05)
+
+    def remove() -> None:
+        rbac.delete_cluster_role_binding(binding["metadata"]["name"])
+        rbac.delete_cluster_role(role["metadata"]["name"])
+
+    return remove
+
+
+def _judge_writes(control_plane, admin, function, probe, refused, allowed) -> None:
+    url = control_plane.url
     # The policy is there from the control plane's start; its informer may still be syncing.
     first = refused[0]
     deadline = time.monotonic() + POLICY_SYNC_SECONDS

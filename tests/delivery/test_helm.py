@@ -45,6 +45,10 @@ CASES: dict[str, tuple[dict, tuple[str, ...]]] = {
         {"stuckTerminating": {"enabled": True}},
         ("knative", "knative/overlays/stuck-terminating"),
     ),
+    "trainjob-ttl": (
+        {"trainjobTTL": {"enabled": True}},
+        ("knative", "knative/overlays/trainjob-ttl"),
+    ),
     "mpi-operator": ({"watch": {"mpiJob": "v2beta1"}}, ("knative", "knative/overlays/mpi-operator")),
     "training-operator-only": (
         {"watch": {"trainerV2": False}},
@@ -170,6 +174,8 @@ def test_create_namespace_renders_the_namespace_of_knative():
         ("trainer-v2-only", {"watch": {"trainingOperator": True}}, "PyTorchJob"),
         ("crashloop-suspend", {"crashLoopSuspend": {"enabled": False}}, "only in kustomize: "),
         ("stuck-terminating", {"stuckTerminating": {"seconds": 301}}, "'301'"),
+        ("trainjob-ttl", {"trainjobTTL": {"seconds": 86400}}, "'86400'"),
+        ("trainjob-ttl", {"trainjobTTL": {"enabled": False}}, "only in kustomize: "),
         ("knative", {"source": {"skipPermissionsCheck": True}}, "skip-permissions-check"),
         ("without-serving", {"serving": "knative"}, "only in the chart: ('serving.knative.dev/v1'"),
         ("without-serving", {"replicas": 3}, "replicas: 3"),
@@ -194,16 +200,30 @@ def test_a_changed_kustomize_object_makes_the_comparison_fail():
 
 def test_values_combine_where_overlays_do_not():
     """kustomize's overlays each render the Service from the base (applying one drops another's
-    setting, docs/deploy.md); values add up: live + stuck-terminating + suspend in one install."""
-    values = {"dryRun": False, "stuckTerminating": {"enabled": True}, "crashLoopSuspend": {"enabled": True}}
+    setting, docs/deploy.md); values add up: live + stuck-terminating + suspend + trainjob-ttl in
+    one install."""
+    values = {
+        "dryRun": False,
+        "stuckTerminating": {"enabled": True},
+        "crashLoopSuspend": {"enabled": True},
+        "trainjobTTL": {"enabled": True},
+    }
     got = chart(values)
     service = got[("serving.knative.dev/v1", "Service", "podsweeper", "podsweeper")]
     env = env_of(service["spec"]["template"]["spec"]["containers"][0])
     assert env["PODSWEEPER_DRY_RUN"] == "false"
     assert env["PODSWEEPER_STUCK_TERMINATING_SECONDS"] == "300"
     assert env["PODSWEEPER_CRASHLOOP_ACTION"] == "suspend"
-    want = applied(("knative", "knative/overlays/crashloop-suspend", "knative/overlays/stuck-terminating"))
-    # Every object of the three kustomize applies but the Service, unchanged.
+    assert env["PODSWEEPER_TRAINJOB_TTL_SECONDS"] == "604800"
+    want = applied(
+        (
+            "knative",
+            "knative/overlays/crashloop-suspend",
+            "knative/overlays/stuck-terminating",
+            "knative/overlays/trainjob-ttl",
+        )
+    )
+    # Every object of the four kustomize applies but the Service, unchanged.
     for k, obj in want.items():
         if k[1] not in ("Namespace", "Service"):
             assert got[k] == obj, k
@@ -256,6 +276,7 @@ def test_helm_lint_strict_is_clean(case):
         ({"namespaces": ["Team_A"]}, "namespaces"),
         ({"replicas": 0}, "replicas"),
         ({"stuckTerminating": {"enabled": True, "seconds": 0}}, "seconds"),
+        ({"trainjobTTL": {"enabled": True, "seconds": 0}}, "seconds"),
         ({"source": {"namespaceSelector": {"matchLabel": {"a": "b"}}}}, "matchLabel"),
         ({"pingSchedule": "every 5 minutes"}, "pingSchedule"),
         # Combinations the schema cannot say (templates/_helpers.tpl, podsweeper.validate).

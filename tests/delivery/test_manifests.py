@@ -42,6 +42,7 @@ KUSTOMIZATIONS = (
     "knative/overlays/trainer-v2-only",
     "knative/overlays/crashloop-suspend",
     "knative/overlays/stuck-terminating",
+    "knative/overlays/trainjob-ttl",
     "knative/overlays/without-serving",
     "knative/overlays/live-without-serving",
 )
@@ -88,6 +89,7 @@ RBAC_MANIFESTS = {
     "source/rbac.yaml": (facts.SOURCE_RBAC, facts.SOURCE_SUBJECT),
     "overlays/crashloop-suspend/suspend-rbac.yaml": (facts.SUSPEND_RBAC, facts.FUNCTION_SUBJECT),
     "overlays/stuck-terminating/nodes-rbac.yaml": (facts.NODES_RBAC, facts.FUNCTION_SUBJECT),
+    "overlays/trainjob-ttl/trainjobs-rbac.yaml": (facts.TRAINJOBS_RBAC, facts.FUNCTION_SUBJECT),
 }
 
 

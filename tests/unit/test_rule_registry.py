@@ -15,6 +15,7 @@ from podsweeper.config import ENV_PREFIX, Settings
 from podsweeper.decisions import Action, Rule
 from podsweeper.replay import replay
 from podsweeper.rules import BY_RULE, RULES, Looks
+from tests.fixtures import scenarios
 from tests.mutants.catalogue import MUTANTS
 from tests.support.tools import rule_tables
 
@@ -27,6 +28,11 @@ IDS = [spec.rule.value for spec in RULES]
 STREAMS: dict[Rule, tuple[Path, dict]] = {
     Rule.FINISHED_TRAINJOB_RESTARTED: (FIXTURES / "recorded" / "trainer-failed-restarted.jsonl", {}),
     Rule.CRASH_LOOP: (FIXTURES / "rule-crash-loop.jsonl", {}),
+    # Opt-in: replayed with its TTL on.
+    Rule.EXPIRED_TRAINJOB: (
+        FIXTURES / "rule-expired-trainjob.jsonl",
+        {"trainjob_ttl_seconds": scenarios.EXPIRED_TTL_SECONDS},
+    ),
 }
 # Rules no recorded stream can show, and why (their unit and real-world tests carry them).
 NOT_REPLAYABLE = {

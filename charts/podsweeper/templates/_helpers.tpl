@@ -84,6 +84,12 @@ the Deployment names it.
     - name: PODSWEEPER_STUCK_TERMINATING_SECONDS
       value: {{ .Values.stuckTerminating.seconds | int64 | quote }}
     {{- end }}
+    {{- if .Values.trainjobTTL.enabled }}
+    # Rule expired-trainjob (trainjobTTL.enabled): seconds after a TrainJob finished before it
+    # is deleted.
+    - name: PODSWEEPER_TRAINJOB_TTL_SECONDS
+      value: {{ .Values.trainjobTTL.seconds | int64 | quote }}
+    {{- end }}
     {{- if not .Values.senderIdentity }}
     # senderIdentity: false: a cluster without Knative Eventing's authentication-oidc.
     - name: PODSWEEPER_AUTH

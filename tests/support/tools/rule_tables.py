@@ -38,9 +38,9 @@ def rules_page_table() -> str:
         looks = "; ".join(looks.value for looks in spec.looks_at)
         actions = ", ".join(sorted(a.value for a in spec.actions))
         settings = ", ".join(f"`{name}`" for name in spec.settings) or "—"
-        reasons = [r for r in (spec.warning_reason, spec.suspend_reason) if r]
+        reasons = [r for r in (spec.warning_reason, spec.suspend_reason, spec.job_delete_reason) if r]
         events = ", ".join(f"`{r}`" for r in reasons) or "`PodsCleanedUp`"
-        if spec.actions & {a for a in spec.actions if a.deletes} and reasons:
+        if spec.actions & {a for a in spec.actions if a.deletes} and reasons and not spec.job_delete_reason:
             events += ", `PodsCleanedUp`"
         rows.append(
             f"| [{spec.title}](#{spec.rule.value}) | {looks} | {actions} | {settings} | {events} | {spec.wasted} |"
