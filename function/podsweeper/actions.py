@@ -139,7 +139,7 @@ def _delete(cluster: Cluster, decision: Decision, executor: Executor | None) -> 
         # decided on; its chain goes by the garbage collector's hand.
         if decision.action is not Action.DELETE:
             raise ValueError(f"rule {decision.rule} would force-delete a {decision.kind}: no rule may")
-        return cluster.delete_job(decision.job, decision.uid)
+        return cluster.delete_job(decision.job, decision.uid, decision.resource_version)
     if decision.target is not Target.POD:
         raise ValueError(f"rule {decision.rule} would delete a {decision.kind}: no rule may")
     args = (decision.namespace, decision.name, decision.uid, decision.resource_version)

@@ -182,12 +182,12 @@ class Job:
     # A TrainJob's Suspended condition's lastTransitionTime (either status): when it was last
     # suspended or resumed (Kueue's admission, a person's). Trainer makes its first JobSet then.
     suspend_changed_at: datetime | None = None
-    # Rule expired-trainjob's: who else decides its life (spec.managedBy, an owner as Kind/name),
-    # whether it sets Trainer's own ttlSecondsAfterFinished, its annotation's TTL (raw).
+    # Rule expired-trainjob's: who else decides its life, its own TTL field, its annotation (raw).
     managed_by: str | None = None
     owned_by: str | None = None
     sets_own_ttl: bool = False
     ttl_asked: str | None = None
+    resource_version: str = field(default="", compare=False)  # a TrainJob's: its delete's precondition
 
     @property
     def ref(self) -> JobRef:

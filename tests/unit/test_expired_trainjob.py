@@ -104,7 +104,8 @@ DELETE, SKIP = Action.DELETE, Action.SKIP
         ("annotation below the floor: at the floor", finished(ttl="5"), {}, None, FIN + FLOOR, {}, DELETE),
         ("annotation longer: ignored", finished(ttl="99999"), {}, None, FIN + TTL, {}, DELETE),
         ("annotation off", finished(ttl="off"), {}, None, PAST * 10, {}, None),
-        ("annotation garbage: ignored", finished(ttl="soon"), {}, None, FIN + TTL, {}, DELETE),
+        ("annotation not understood: kept", finished(ttl="soon"), {}, None, PAST * 10, {}, None),
+        ("annotation OFF in capitals", finished(ttl="OFF"), {}, None, PAST * 10, {}, None),
     ],
 )
 def test_expired_trainjob_table(case, tj, chain, mark, now, settings, expected):
@@ -140,10 +141,11 @@ def test_expired_trainjob_says_why_and_spares_its_own_jobsets_mark():
         ("0", TTL, FLOOR),
         (str(TTL), TTL, TTL),
         ("99999", TTL, TTL),  # longer: ignored
-        ("soon", TTL, TTL),  # garbage: ignored
-        ("-5", TTL, TTL),
-        ("１２００", TTL, TTL),  # not ASCII digits
-        ("1" * 10, TTL, TTL),  # too many digits
+        ("Off", TTL, None),
+        ("soon", TTL, None),  # not understood: kept (its owner asked for something)
+        ("-5", TTL, None),
+        ("１２００", TTL, None),  # not ASCII digits
+        ("1" * 10, TTL, None),  # too many digits
         ("1200", 0, None),  # a job cannot turn the rule on
         (None, 0, None),
     ],
@@ -226,9 +228,9 @@ class Logged(SimulatedCluster):
         self.calls.append(f"event {event.reason}")
         return super().record_event(event)
 
-    def delete_job(self, ref, uid):
+    def delete_job(self, ref, uid, resource_version=""):
         self.calls.append("delete")
-        return super().delete_job(ref, uid)
+        return super().delete_job(ref, uid, resource_version)
 
 
 def stored(objs: list[dict], cluster: SimulatedCluster, records=RECORDS) -> SimulatedCluster:
@@ -303,6 +305,25 @@ def test_expired_trainjob_recreated_under_the_name_is_a_conflict():
     assert applied == [(DELETE, Result.CONFLICT)]
     assert cluster.jobs[("TrainJob", "team-a", "tj")].uid == again["metadata"]["uid"]
     assert len(cluster.intermediates) == 2 and len(cluster.pods) == 2
+
+
+def test_expired_trainjob_changed_since_it_was_read_is_a_conflict():
+    """Opted out (or changed at all) between the pass's read and its delete: the delete carries
+    the resourceVersion decided on, so it is refused and the next pass decides again."""
+    objs = chain_of(finished())
+    cluster = stored(objs, Logged())
+    opted = finished(annotations={"podsweeper.dev/skip": "true"}, resourceVersion="9")
+    decisions = [
+        d for d in decide_chain(lineage_of(objs), at(PAST), Settings(**ON, dry_run=False)) if d.rule is RULE
+    ]
+    cluster.observe(Verb.UPDATE, parse_job(opted))  # the opt-out lands after the decision
+    ledger = Ledger("e-1")
+    chosen = Settings(**ON, dry_run=False)
+    Actor(chosen, NamespacePolicies(chosen), concurrent_deletes=False).act(
+        decisions, 10, cluster=cluster, now=at(PAST), ledger=ledger
+    )
+    assert [(a.decision.action, a.result) for a in ledger.applied] == [(DELETE, Result.CONFLICT)]
+    assert len(cluster.jobs) == 1 and len(cluster.intermediates) == 2 and len(cluster.pods) == 2
 
 
 def test_expired_trainjob_pass_keeps_the_runs_its_chain_takes_in_the_copy():

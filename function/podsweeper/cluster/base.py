@@ -104,10 +104,11 @@ class Cluster(Protocol):
         """Delete a JobSet or batch Job with preconditions uid and background propagation
         (the garbage collector then removes what it controls). DELETED, GONE or CONFLICT."""
 
-    def delete_job(self, ref: JobRef, uid: str) -> Result:
-        """Delete the training job itself (rule expired-trainjob) with preconditions uid and
-        background propagation: the garbage collector removes its chain after it. DELETED,
-        GONE or CONFLICT."""
+    def delete_job(self, ref: JobRef, uid: str, resource_version: str = "") -> Result:
+        """Delete the training job itself (rule expired-trainjob) with preconditions uid (and
+        resourceVersion, when given: a finished job changed since it was read, say opted out,
+        is not deleted) and background propagation: the garbage collector removes its chain
+        after it. DELETED, GONE or CONFLICT."""
 
     def suspend_job(self, ref: JobRef) -> Result:
         """Set the job's suspend field (kinds: spec.runPolicy.suspend, a TrainJob's spec.suspend)

@@ -60,7 +60,7 @@ class ReadOnly:
     def delete_intermediate(self, link: IntermediateKind, namespace: str, name: str, uid: str) -> Result:
         raise AssertionError("a read-only look at a cluster deletes nothing")
 
-    def delete_job(self, ref: JobRef, uid: str) -> Result:
+    def delete_job(self, ref: JobRef, uid: str, resource_version: str = "") -> Result:
         raise AssertionError("a read-only look at a cluster deletes nothing")
 
     def suspend_job(self, ref: JobRef) -> Result:

@@ -308,11 +308,12 @@ class SimulatedCluster:
                 )
         return Result.DELETED
 
-    def delete_job(self, ref: JobRef, uid: str) -> Result:
+    def delete_job(self, ref: JobRef, uid: str, resource_version: str = "") -> Result:
         current = self.jobs.get(ref.key)
         if current is None:
             return Result.GONE
-        if current.uid != uid:
+        changed = bool(resource_version) and current.resource_version != resource_version
+        if current.uid != uid or changed:
             return Result.CONFLICT
         del self.jobs[ref.key]
         self.gone_jobs.add(ref.key)

@@ -171,6 +171,7 @@ def _chained_job(kind: kinds.TrainingKind, obj: JobObject) -> Job:
         owned_by=next((f"{o.kind}/{o.name}" for o in obj.metadata.owners()), None),
         sets_own_ttl=spec.get("ttlSecondsAfterFinished") is not None,
         ttl_asked=(obj.metadata.annotations or {}).get(TTL_ANNOTATION),
+        resource_version=obj.metadata.resourceVersion,
     )
 
 

@@ -95,6 +95,8 @@ def decide(
         job_ref,
         evidence=tuple(c for p in held for c in p.containers if c.has_evidence),
         gpus=sum(p.gpus(gpu_names) for p in held if p.active),
+        # A job deleted itself (expired-trainjob) only as read: an opt-out added since is a 409.
+        resource_version=about.resource_version if isinstance(about, Job) else "",
         detail=finding.detail,
         wasted_since=finding.wasted_since,
         link=about.link if isinstance(about, Intermediate) else None,

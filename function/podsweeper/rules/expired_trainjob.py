@@ -35,18 +35,20 @@ def ttl_of(job: Job, settings: Settings) -> tuple[int | None, str]:
     """The retention in force for this job, in seconds (None: none), and where it came from.
 
     `settings` are its namespace's (a namespace's podsweeper.dev/trainjob-ttl-seconds is in
-    them). The job's annotation may only shorten it, down to the floor, or turn it off."""
+    them). The job's annotation may only shorten it, down to the floor (and never to 0), or turn
+    it off. An annotation not understood keeps the job (its owner asked for something: a guess
+    that deletes is the one that cannot be taken back)."""
     ttl = settings.trainjob_ttl_seconds
     if ttl <= 0:
         return None, "off"
     asked = (job.ttl_asked or "").strip()
     if not asked:
         return ttl, "PODSWEEPER_TRAINJOB_TTL_SECONDS or its namespace's"
-    if asked == OFF:
+    if asked.lower() == OFF:
         return None, f"opted out by annotation {TTL_ANNOTATION}"
     if not asked.isascii() or not asked.isdigit() or len(asked) > _MAX_DIGITS:
-        return ttl, f"annotation {TTL_ANNOTATION} {asked[:32]!r} is not off or seconds: ignored"
-    floor = settings.trainjob_ttl_min_seconds
+        return None, f"annotation {TTL_ANNOTATION} {asked[:32]!r} is not off or seconds: kept"
+    floor = max(settings.trainjob_ttl_min_seconds, 1)
     seconds = max(int(asked), floor)
     if seconds >= ttl:
         return ttl, f"annotation {TTL_ANNOTATION} may only shorten it"

@@ -66,20 +66,23 @@ class Writes(Calls):
         path = group_path(link.group, link.version, link.plural, namespace, name)
         return self._delete_with_chain(f"delete {link.plural} {namespace}/{name}", path, uid)
 
-    def _delete_with_chain(self, what: str, path: str, uid: str) -> Result:
+    def _delete_with_chain(self, what: str, path: str, uid: str, resource_version: str = "") -> Result:
         """Delete what `path` names if its uid is still `uid` (its status, so its
         resourceVersion, changes all the time); Background: the garbage collector removes what
         it controls (JobSets, Jobs, pods) after it."""
-        body = {"propagationPolicy": "Background", "preconditions": {"uid": uid}}
+        body: dict[str, Any] = {"propagationPolicy": "Background", "preconditions": {"uid": uid}}
+        if resource_version:  # a job deleted itself: as it was read (a JobSet's changes all the time)
+            body["preconditions"]["resourceVersion"] = resource_version
         try:
             found = self._request(what, "DELETE", path, body=body)
         except Refused:  # only 409 gets here: the uid precondition failed
             return Result.CONFLICT
         return Result.GONE if found is None else Result.DELETED
 
-    def delete_job(self, ref: JobRef, uid: str) -> Result:
+    def delete_job(self, ref: JobRef, uid: str, resource_version: str = "") -> Result:
         path = group_path(ref.kind.group, ref.version, ref.kind.plural, ref.namespace, ref.name)
-        return self._delete_with_chain(f"delete {ref.kind.plural} {ref.namespace}/{ref.name}", path, uid)
+        what = f"delete {ref.kind.plural} {ref.namespace}/{ref.name}"
+        return self._delete_with_chain(what, path, uid, resource_version)
 
     def suspend_job(self, ref: JobRef) -> Result:
         # The uid in a merge patch is a precondition: a job re-created under this name has
