@@ -114,8 +114,7 @@ def check(lineage: Lineage, ctx: Context) -> list[Finding]:
     ttl, waited, source = expired
     reason = (
         f"TrainJob {job.finished} at {job.finished_at.isoformat()}, {waited:.0f}s ago: past its retention "
-        f"of {ttl}s ({source}); deleted with its JobSet, Jobs and pods (background propagation), its "
-        "evidence kept apart from it"
+        f"of {ttl}s ({source}); its JobSet, Jobs and pods go with it"
     )
     return [Finding(job, Action.DELETE, reason)]
 

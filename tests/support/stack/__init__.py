@@ -512,7 +512,8 @@ def namespace_outputs(core, namespaces: list[str], env: dict[str, str]) -> list[
                 }
             )
         for store in core.list_namespaced_config_map(namespace).items:
-            if store.metadata.name.startswith("podsweeper-evidence-"):
+            # The job's store, and the copy kept apart from a job podsweeper deleted.
+            if store.metadata.name.startswith(("podsweeper-evidence-", "podsweeper-retained-")):
                 records.append(
                     {
                         "kind": leaks.Output.EVIDENCE,
