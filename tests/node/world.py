@@ -48,7 +48,8 @@ INIT_TEMPLATE = """
 
 class NodeWorld(World):
     """World on one real node (`real_node`, a RealNode), and kwok nodes beside it if `nodes`
-    (`nodes` names kwok's only, as in World)."""
+    (`nodes` names kwok's only, as in World). `apiserver_args`: more kube-apiserver flags, after
+    the node's own (e.g. `--service-account-extend-token-expiration=false`)."""
 
     def __init__(
         self, *, nodes: int = 0, gpus_per_node: int = 8, cluster_dns: bool = False, log=sys.stderr, **world
@@ -62,6 +63,7 @@ class NodeWorld(World):
         self.proxy = None  # tests.node.proxy.KubeProxy, with cluster_dns
         self.dns = None  # tests.node.dns.ClusterDNS, with cluster_dns
         extra = (*world.pop("extra_controllers", ()), "node-lifecycle-controller")
+        apiserver_args = (*self.real_node.apiserver_args, *world.pop("apiserver_args", ()))
         if cluster_dns:
             # CoreDNS reads the API with its ServiceAccount's token, and kube-proxy routes the
             # kube-dns Service by the EndpointSlices the controller manager writes.
@@ -71,7 +73,7 @@ class NodeWorld(World):
             nodes=nodes,
             gpus_per_node=gpus_per_node,
             extra_controllers=extra,
-            apiserver_args=tuple(self.real_node.apiserver_args),
+            apiserver_args=apiserver_args,
             log=log,
             **world,
         )
