@@ -36,7 +36,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -44,11 +43,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.controllers.chain_watch import CHAIN_KINDS, ChainWatch, Seen
 from tests.fixtures.builders import LOG_SECRET, SECRET, secret_env
 from tests.fixtures.trainer import trainjob
 from tests.support import figures
 from tests.support.harness.waiting import wait_for
-from tests.support.world.trainjobs import JOBSET, TRAINER, Cluster, controller_of
+from tests.support.world.trainjobs import JOBSET, TRAINER, Cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 TTL_RBAC = ROOT / "knative" / "overlays" / "trainjob-ttl" / "trainjobs-rbac.yaml"
@@ -69,7 +69,7 @@ MODE = "podsweeper.dev/mode"
 OPT_OUT = {"podsweeper.dev/ttl-seconds-after-finished": "off"}
 RULE = "expired-trainjob"
 ACTS = ("delete", "force-delete", "suspend")
-JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+
 RETAINED = "podsweeper.dev/retained-evidence"
 EVIDENCE_FOR = "podsweeper.dev/evidence-for"
 
@@ -96,122 +96,13 @@ def condition(obj: dict | None, type_: str) -> dict | None:
 # -- what the cluster did, from a watch ------------------------------------------------------------
 
 
-@dataclass
-class Seen:
-    kind: str
-    ns: str
-    name: str
-    uid: str
-    added: float  # time.time() the watch first showed it
-    added_rv: int  # its resourceVersion then: its creation's, for one made after the watch began
-    deleted: float | None = None
-    deleted_rv: int | None = None
-    obj: dict = field(default_factory=dict)  # the last state seen
-    history: list[tuple[float, dict]] = field(default_factory=list)  # TrainJobs only
-
-
-class Timeline:
+class Timeline(ChainWatch):
     """TrainJobs, JobSets, Jobs, pods, ConfigMaps and Events of some namespaces as a cluster-wide
-    watch reports them (started before anything is made in them)."""
+    watch reports them (tests.controllers.chain_watch; started before anything is made in them)."""
 
     def __init__(self, api, namespaces: set[str]):
-        from kubernetes import client
-
-        core, batch, custom = client.CoreV1Api(api), client.BatchV1Api(api), client.CustomObjectsApi(api)
+        super().__init__(api, namespaces.__contains__, (*CHAIN_KINDS, "ConfigMap", "Event"))
         self.namespaces = namespaces
-        self.listers = {
-            "TrainJob": lambda **kw: custom.list_cluster_custom_object(*TRAINER, "trainjobs", **kw),
-            "JobSet": lambda **kw: custom.list_cluster_custom_object(*JOBSET, "jobsets", **kw),
-            "Job": batch.list_job_for_all_namespaces,
-            "Pod": core.list_pod_for_all_namespaces,
-            "ConfigMap": core.list_config_map_for_all_namespaces,
-            "Event": core.list_event_for_all_namespaces,
-        }
-        self.seen: dict[str, Seen] = {}
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._listed: set[str] = set()
-        self._threads = [threading.Thread(target=self._run, args=(k,), daemon=True) for k in self.listers]
-
-    def start(self) -> Timeline:
-        for thread in self._threads:
-            thread.start()
-        wait_for("the timeline's first lists", lambda: self._listed == set(self.listers), 30)
-        return self
-
-    def _note(self, kind: str, change: str, obj: dict, now: float) -> None:
-        meta = obj.get("metadata") or {}
-        if meta.get("namespace") not in self.namespaces:
-            return
-        rv = int(meta.get("resourceVersion") or 0)
-        with self._lock:
-            entry = self.seen.get(meta["uid"])
-            if entry is None:
-                entry = Seen(kind, meta["namespace"], meta["name"], meta["uid"], now, rv)
-                self.seen[meta["uid"]] = entry
-            entry.obj = obj
-            if kind == "TrainJob":
-                entry.history.append((now, obj))
-            if change == "DELETED" and entry.deleted is None:
-                entry.deleted, entry.deleted_rv = now, rv
-
-    def _run(self, kind: str) -> None:
-        from kubernetes.watch.watch import iter_resp_lines
-
-        lister, version = self.listers[kind], None
-        while not self._stop.is_set():
-            try:
-                if version is None:
-                    body = json.loads(lister(_preload_content=False).data)
-                    for obj in body.get("items") or []:
-                        self._note(kind, "ADDED", obj, time.time())
-                    version = body["metadata"]["resourceVersion"]
-                    self._listed = self._listed | {kind}
-                response = lister(
-                    watch=True,
-                    resource_version=version,
-                    allow_watch_bookmarks=True,
-                    timeout_seconds=30,
-                    _preload_content=False,
-                    _request_timeout=(5, 60),
-                )
-                for line in iter_resp_lines(response):
-                    change = json.loads(line)
-                    if change["type"] == "ERROR":
-                        version = None  # 410: list again
-                        break
-                    version = change["object"]["metadata"].get("resourceVersion") or version
-                    if change["type"] != "BOOKMARK":
-                        self._note(kind, change["type"], change["object"], time.time())
-            except Exception:  # noqa: BLE001 - keep watching
-                if self._stop.is_set():
-                    return
-                time.sleep(0.2)
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def of(self, ns: str, kind: str, name: str | None = None) -> list[Seen]:
-        with self._lock:
-            found = [s for s in self.seen.values() if s.ns == ns and s.kind == kind]
-        return sorted((s for s in found if name is None or s.name == name), key=lambda s: s.added)
-
-    def live(self, ns: str, kind: str, name: str | None = None) -> list[Seen]:
-        return [s for s in self.of(ns, kind, name) if s.deleted is None]
-
-    def chain(self, ns: str, name: str) -> dict[str, list[Seen]]:
-        """Everything of the TrainJob (or plain JobSet) `name` the watch saw: the TrainJob, every
-        JobSet of that name, their Jobs and their pods."""
-        jobsets = self.of(ns, "JobSet", name)
-        uids = {s.uid for s in jobsets}
-        return {
-            "TrainJob": self.of(ns, "TrainJob", name),
-            "JobSet": jobsets,
-            "Job": [s for s in self.of(ns, "Job") if (controller_of(s.obj) or {}).get("uid") in uids],
-            "Pod": [
-                s for s in self.of(ns, "Pod") if s.obj["metadata"].get("labels", {}).get(JOBSET_NAME) == name
-            ],
-        }
 
     def trainjob(self, ns: str, name: str) -> Seen:
         (seen,) = self.of(ns, "TrainJob", name)

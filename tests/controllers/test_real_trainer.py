@@ -22,9 +22,7 @@ on a runtime copy with JobSet ttlSecondsAfterFinished=TTL.
 
 from __future__ import annotations
 
-import json
 import sys
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -32,6 +30,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from tests.controllers.chain_watch import JOBSET_NAME, ChainWatch, Seen
 from tests.fixtures.builders import secret_env
 from tests.fixtures.trainer import trainjob
 from tests.support import figures
@@ -57,7 +56,6 @@ NS = {  # the main instance acts in these, one per scenario
 OUTSIDE = "rt-outside"  # watched by the main adapter, outside the function's scope
 DRY = "rt-dry"  # the dry-run instance's only namespace
 ACTS = ("delete", "suspend")
-JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 
 
 def say(text: str) -> None:
@@ -71,113 +69,15 @@ def parse_time(text: str) -> float:
 # -- what the cluster did, from a watch ------------------------------------------------------------
 
 
-@dataclass
-class Seen:
-    kind: str
-    ns: str
-    name: str
-    uid: str
-    added: float
-    deleted: float | None = None
-    obj: dict = field(default_factory=dict)  # the last state seen
-    history: list[tuple[float, dict]] = field(default_factory=list)  # TrainJobs only
-
-
-class Timeline:
+class Timeline(ChainWatch):
     """Pods, batch Jobs, JobSets and TrainJobs in the rt-* namespaces as a cluster-wide watch
-    reports them: when each uid was added and deleted (time.time()), its last state, and
-    every state of a TrainJob."""
+    reports them (tests.controllers.chain_watch)."""
 
     def __init__(self, api):
-        from kubernetes import client
-
-        core, batch, custom = client.CoreV1Api(api), client.BatchV1Api(api), client.CustomObjectsApi(api)
-        self.listers = {
-            "Pod": core.list_pod_for_all_namespaces,
-            "Job": batch.list_job_for_all_namespaces,
-            "JobSet": lambda **kw: custom.list_cluster_custom_object(*JOBSET, "jobsets", **kw),
-            "TrainJob": lambda **kw: custom.list_cluster_custom_object(*TRAINER, "trainjobs", **kw),
-        }
-        self.seen: dict[str, Seen] = {}
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._listed: set[str] = set()
-        self._threads = [threading.Thread(target=self._run, args=(k,), daemon=True) for k in self.listers]
-
-    def start(self) -> Timeline:
-        for thread in self._threads:
-            thread.start()
-        wait_for("the timeline's first lists", lambda: self._listed == set(self.listers), 30)
-        return self
-
-    def _note(self, kind: str, change: str, obj: dict, now: float) -> None:
-        meta = obj.get("metadata") or {}
-        if not meta.get("namespace", "").startswith("rt-"):
-            return
-        with self._lock:
-            entry = self.seen.get(meta["uid"])
-            if entry is None:
-                entry = self.seen[meta["uid"]] = Seen(kind, meta["namespace"], meta["name"], meta["uid"], now)
-            entry.obj = obj
-            if kind == "TrainJob":
-                entry.history.append((now, obj))
-            if change == "DELETED" and entry.deleted is None:
-                entry.deleted = now
-
-    def _run(self, kind: str) -> None:
-        from kubernetes.watch.watch import iter_resp_lines
-
-        lister, version = self.listers[kind], None
-        while not self._stop.is_set():
-            try:
-                if version is None:
-                    body = json.loads(lister(_preload_content=False).data)
-                    for obj in body.get("items") or []:
-                        self._note(kind, "ADDED", obj, time.time())
-                    version = body["metadata"]["resourceVersion"]
-                    self._listed = self._listed | {kind}
-                response = lister(
-                    watch=True,
-                    resource_version=version,
-                    allow_watch_bookmarks=True,
-                    timeout_seconds=30,
-                    _preload_content=False,
-                    _request_timeout=(5, 60),
-                )
-                for line in iter_resp_lines(response):
-                    change = json.loads(line)
-                    if change["type"] == "ERROR":
-                        version = None  # 410: list again
-                        break
-                    version = change["object"]["metadata"].get("resourceVersion") or version
-                    if change["type"] != "BOOKMARK":
-                        self._note(kind, change["type"], change["object"], time.time())
-            except Exception:  # noqa: BLE001 - keep watching
-                if self._stop.is_set():
-                    return
-                time.sleep(0.2)
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def of(self, ns: str, kind: str, name: str | None = None) -> list[Seen]:
-        with self._lock:
-            found = [s for s in self.seen.values() if s.ns == ns and s.kind == kind]
-        return sorted((s for s in found if name is None or s.name == name), key=lambda s: s.added)
-
-    def live(self, ns: str, kind: str, name: str | None = None) -> list[Seen]:
-        return [s for s in self.of(ns, kind, name) if s.deleted is None]
+        super().__init__(api, lambda ns: ns.startswith("rt-"))
 
     def added_after(self, ns: str, after: float) -> list[Seen]:
         return [s for kind in ("Pod", "Job", "JobSet") for s in self.of(ns, kind) if s.added > after]
-
-    def trainjob_since(self, ns: str, name: str, test) -> float | None:
-        """When the TrainJob's state first passed `test`."""
-        for seen in self.of(ns, "TrainJob", name):
-            for at, obj in list(seen.history):
-                if test(obj):
-                    return at
-        return None
 
 
 def suspended(obj: dict) -> bool:

@@ -27,6 +27,23 @@ def rendered(overlay: Path = OVERLAY) -> list[dict]:
     return render(overlay)
 
 
+def token_volume(name: str, seconds: int = 3607) -> dict:
+    """The volume the ServiceAccount admission plugin adds (kube-api-access-*): the token (for
+    `seconds`), the cluster's CA and the namespace, as in-cluster config reads them."""
+    namespace = {"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}
+    return {
+        "name": name,
+        "projected": {
+            "defaultMode": 0o644,
+            "sources": [
+                {"serviceAccountToken": {"path": "token", "expirationSeconds": seconds}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                {"downwardAPI": {"items": [namespace]}},
+            ],
+        },
+    }
+
+
 def pod_from_deployment(deployment: dict, node_name: str) -> dict:
     """The Deployment's pod template as a pod on the node, plus what the ServiceAccount admission
     plugin would add (the kube-api-access volume), the image the local build."""
@@ -36,33 +53,7 @@ def pod_from_deployment(deployment: dict, node_name: str) -> dict:
     container["image"] = podsweeper_image.IMAGE
     container["imagePullPolicy"] = "Never"
     volume = "kube-api-access-podsweeper"
-    spec["volumes"].append(
-        {
-            "name": volume,
-            "projected": {
-                "defaultMode": 0o644,
-                "sources": [
-                    {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
-                    {
-                        "configMap": {
-                            "name": "kube-root-ca.crt",
-                            "items": [{"key": "ca.crt", "path": "ca.crt"}],
-                        }
-                    },
-                    {
-                        "downwardAPI": {
-                            "items": [
-                                {
-                                    "path": "namespace",
-                                    "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
-                                }
-                            ]
-                        }
-                    },
-                ],
-            },
-        }
-    )
+    spec["volumes"].append(token_volume(volume))
     container.setdefault("volumeMounts", []).append({"name": volume, "mountPath": SA_MOUNT, "readOnly": True})
     spec["nodeName"] = node_name  # no scheduler in this world
     return {

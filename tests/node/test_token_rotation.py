@@ -90,33 +90,7 @@ def short_lived(deployment: dict) -> dict:
     deployment["spec"]["replicas"] = 1
     spec = deployment["spec"]["template"]["spec"]
     spec["automountServiceAccountToken"] = False
-    spec["volumes"].append(
-        {
-            "name": VOLUME,
-            "projected": {
-                "defaultMode": 0o644,
-                "sources": [
-                    {"serviceAccountToken": {"path": "token", "expirationSeconds": TOKEN_SECONDS}},
-                    {
-                        "configMap": {
-                            "name": "kube-root-ca.crt",
-                            "items": [{"key": "ca.crt", "path": "ca.crt"}],
-                        }
-                    },
-                    {
-                        "downwardAPI": {
-                            "items": [
-                                {
-                                    "path": "namespace",
-                                    "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
-                                }
-                            ]
-                        }
-                    },
-                ],
-            },
-        }
-    )
+    spec["volumes"].append(shipped.token_volume(VOLUME, TOKEN_SECONDS))
     (container,) = spec["containers"]
     container.setdefault("volumeMounts", []).append(
         {"name": VOLUME, "mountPath": shipped.SA_MOUNT, "readOnly": True}
