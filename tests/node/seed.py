@@ -277,6 +277,38 @@ class Watched:
     check_alive: Callable[[], None]
 
 
+def cleanup_figures(seen: Seen, workers: dict[str, str], succeeded: float, ltt: float) -> dict:
+    """podsweeper's deletes of the workers (uid by name), as the watch saw them (deletionTimestamp
+    set), against the job's Succeeded as the watch saw it and its lastTransitionTime: every
+    worker deleted, none before Succeeded; the figures (record them, then assert_seed_bounds)."""
+    assert all(uid in seen.deleting for uid in workers.values()), f"workers not deleted:\n{seen.timeline()}"
+    assert not any(seen.deleting[u] < succeeded for u in workers.values()), (
+        "a worker went before the job finished"
+    )
+    last_delete = max(seen.deleting[u] for u in workers.values())
+    last_gone = max(seen.gone[u] for u in workers.values())
+    return {
+        "delete_after_succeeded_seen_s": round(last_delete - succeeded, 3),
+        "delete_after_ltt_s": round(last_delete - ltt, 3),
+        "gone_after_succeeded_seen_s": round(last_gone - succeeded, 3),
+        "job_succeeded_after_create_s": seen.at(succeeded),
+    }
+
+
+def assert_seed_bounds(figures: dict) -> None:
+    """The last worker deleted within the seed's bound of Succeeded (the claim 1 s, the stated
+    margin 2 s on a shared 2-core machine; lastTransitionTime is whole seconds: up to 1 s early),
+    gone within 10 s (the kubelet stops them: SIGTERM, the scripts leave at once)."""
+    from tests.support.figures import SEED_CLEANUP_BOUND, SEED_CLEANUP_CLAIM, SEED_CLEANUP_MARGIN
+
+    took = figures["delete_after_succeeded_seen_s"]
+    assert took <= SEED_CLEANUP_BOUND, (
+        f"deleted {took:.3f}s after Succeeded was seen (claim {SEED_CLEANUP_CLAIM} s + margin {SEED_CLEANUP_MARGIN} s)"
+    )
+    assert figures["delete_after_ltt_s"] <= SEED_CLEANUP_BOUND + 1.0, figures
+    assert figures["gone_after_succeeded_seen_s"] <= 10.0, figures
+
+
 def assert_workers_cleaned_up(core, namespace: str, seen: Seen, job_uid: str) -> None:
     """The master is the pod the watch saw, not being deleted; podsweeper's PodsCleanedUp Events in
     the namespace are about the job alone, and name each worker under finished-job-active-pod,

@@ -24,9 +24,10 @@ Asserted, each where it can fail:
   log, level Metadata, of every PodGroup and Queue write), the PodGroup was deleted once, by the
   training operator (the audit log's user agent), and the Queue is the same one, Open;
 - the next gang job (1 master + 7 workers: all 8 of the node's GPUs, created while the seed runs)
-  is bound by Volcano only once the workers are gone: every one of its pods is bound after the
-  last worker went (its PodGroup may go Inqueue a little before: Volcano counts a terminating
-  pod's GPU as coming free), and all 8 run on the real node.
+  is bound by Volcano only once podsweeper deleted the workers: every one of its pods is bound
+  after the last worker's delete (not necessarily after the kubelet has stopped it: Volcano counts
+  a terminating pod's GPUs as releasing and binds onto them, seen 0.3 s before the last was gone
+  in one run of eight), and all 8 run on the real node.
 
 Every pod and job change is watched, the PodGroups polled (their phases): the timeline printed
 (`-s`) is in seconds after the seed's create call returned.
@@ -54,13 +55,14 @@ from tests.node.seed import (
     Seen,
     Watch,
     _container,
+    assert_seed_bounds,
     assert_workers_cleaned_up,
+    cleanup_figures,
     events,
     parse_time,
     say,
     seed_job,
 )
-from tests.support.figures import SEED_CLEANUP_BOUND, SEED_CLEANUP_CLAIM, SEED_CLEANUP_MARGIN
 from tests.support.harness.waiting import wait_for
 from tests.support.world.volcano_world import DEFAULT_QUEUE, SCHEDULER_NAME, Volcano
 
@@ -339,26 +341,10 @@ def test_the_seed_gang_scheduled_by_volcano_on_a_real_node(
         if any(u == workers[w] and c == "pytorch" and code == 1 for u, c, _, code in seen.terminations)
     } == set(WORKERS)
 
-    # podsweeper's deletes, against Succeeded as the watch saw it (and its lastTransitionTime).
-    assert all(uid in seen.deleting for uid in workers.values()), f"workers not deleted:\n{seen.timeline()}"
-    assert not any(seen.deleting[u] < succeeded for u in workers.values()), (
-        "a worker went before the job finished"
-    )
-    last_delete = max(seen.deleting[u] for u in workers.values())
+    figures = cleanup_figures(seen, workers, succeeded, ltt)
+    assert_seed_bounds(figures)
     last_gone = max(seen.gone[u] for u in workers.values())
-    figures = {
-        "delete_after_succeeded_seen_s": round(last_delete - succeeded, 3),
-        "delete_after_ltt_s": round(last_delete - ltt, 3),
-        "gone_after_succeeded_seen_s": round(last_gone - succeeded, 3),
-        "job_succeeded_after_create_s": seen.at(succeeded),
-    }
-    # The claim is 1 s; the stated margin (tests/support/figures.py) is 2 s on a shared 2-core machine.
-    assert last_delete - succeeded <= SEED_CLEANUP_BOUND, (
-        f"deleted {last_delete - succeeded:.3f}s after Succeeded was seen "
-        f"(claim {SEED_CLEANUP_CLAIM} s + margin {SEED_CLEANUP_MARGIN} s)"
-    )
-    assert last_delete - ltt <= SEED_CLEANUP_BOUND + 1.0  # lastTransitionTime: whole seconds
-    assert last_gone - succeeded <= 10.0, figures  # the kubelet stops them: as test_seed_on_node.py
+    last_delete = max(seen.deleting[u] for u in workers.values())
 
     # Who deleted what: podsweeper the workers, by finished-job-active-pod; nothing of Volcano's.
     time.sleep(1.0)
@@ -406,7 +392,8 @@ def test_the_seed_gang_scheduled_by_volcano_on_a_real_node(
     assert queue["status"]["state"] == "Open", queue["status"]
 
     # The capacity came back: the next gang job (the node's 8 GPUs) was bound by Volcano only once
-    # the last worker was gone, and runs on the real node.
+    # the last worker was deleted (Volcano binds onto a terminating pod's releasing GPUs), and runs
+    # on the real node.
     assert next_created, "the next job was never created"
     next_pods = {n: p for n, p in final.items() if n.startswith(f"{NEXT}-")}
     assert len(next_pods) == NEXT_WORKERS + 1, sorted(next_pods)
@@ -414,8 +401,8 @@ def test_the_seed_gang_scheduled_by_volcano_on_a_real_node(
         assert pod["spec"]["schedulerName"] == SCHEDULER_NAME and pod["spec"]["nodeName"] == node, name
         assert pod["status"]["phase"] == "Running", (name, pod["status"]["phase"])
     next_bound = {n: bound[n] for n in next_pods}
-    assert min(next_bound.values()) >= last_gone, (
-        f"a pod of {NEXT} bound {last_gone - min(next_bound.values()):.3f} s before the last worker was gone"
+    assert min(next_bound.values()) >= last_delete, (
+        f"a pod of {NEXT} bound {last_delete - min(next_bound.values()):.3f} s before the last worker's delete"
     )
     next_scheduled = {
         (e.get("source") or {}).get("component")
@@ -429,6 +416,7 @@ def test_the_seed_gang_scheduled_by_volcano_on_a_real_node(
         if pod["metadata"]["name"] in next_pods and (pod.get("status") or {}).get("phase") == "Running":
             running_at.setdefault(pod["metadata"]["name"], at)
     running = max(running_at.values())
+    figures["next_bound_after_workers_deleted_s"] = round(min(next_bound.values()) - last_delete, 3)
     figures["next_bound_after_workers_gone_s"] = round(min(next_bound.values()) - last_gone, 3)
     figures["next_running_after_workers_gone_s"] = round(running - last_gone, 3)
     for key, value in figures.items():
