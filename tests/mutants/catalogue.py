@@ -533,15 +533,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "(an earlier TrainJob's, a plain Volcano Job's, nobody's)",
         (UNIT, PROPERTY),
     ),
-    # Rule expired-trainjob is opt-in (PODSWEEPER_TRAINJOB_TTL_SECONDS): the generated worlds run
-    # with it off, so its unit table (tests/unit/test_expired_trainjob.py) is what must catch these.
+    # Rule expired-trainjob is opt-in (PODSWEEPER_TRAINJOB_TTL_SECONDS): a third of the generated
+    # worlds run with it on (tests/replay/model_ttl.py), and its unit table catches these too.
     Mutant(
         "expired-trainjob-suspended",
         "rules/expired_trainjob.py",
         '    if job.suspended:\n        return "suspended"',
         '    if False:\n        return "suspended"',
         "expired-trainjob deletes a suspended TrainJob (someone holds it: Kueue, a person)",
-        (UNIT,),
+        (UNIT, PROPERTY),
     ),
     Mutant(
         "expired-trainjob-managed-by-other",
@@ -549,7 +549,7 @@ MUTANTS: tuple[Mutant, ...] = (
         '    if job.managed_by not in (None, "", job.kind.managed_by):',
         "    if False:",
         "expired-trainjob deletes a TrainJob another controller manages (spec.managedBy: MultiKueue)",
-        (UNIT,),
+        (UNIT, PROPERTY),
     ),
     Mutant(
         "expired-trainjob-owned",
@@ -557,7 +557,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if job.owned_by is not None:",
         "    if False:",
         "expired-trainjob deletes a TrainJob another object owns (an OptimizationJob's trial)",
-        (UNIT,),
+        (UNIT, PROPERTY),
     ),
     Mutant(
         "expired-trainjob-restarted",
@@ -565,7 +565,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if jobset is not None and _made_after(jobset.created, job.finished_at):",
         "    if False:",
         "expired-trainjob deletes a TrainJob running a JobSet made after its finish (restarted)",
-        (UNIT,),
+        (UNIT, PROPERTY),
     ),
     Mutant(
         "expired-trainjob-early",
@@ -573,7 +573,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "if waited >= ttl else None",
         "if waited + 1 >= ttl else None",
         "expired-trainjob deletes a finished TrainJob before its retention has passed",
-        (UNIT,),
+        (UNIT, PROPERTY),
     ),
     Mutant(
         "expired-trainjob-annotation-lengthens",
@@ -581,7 +581,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if seconds >= ttl:\n        return ttl,",
         "    if False:\n        return ttl,",
         "a TrainJob's podsweeper.dev/ttl-seconds-after-finished lengthens the retention (it may only shorten it)",
-        (UNIT,),
+        (UNIT, PROPERTY),
     ),
     Mutant(
         "door-suspends-a-managed-job",

@@ -51,6 +51,7 @@ NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
 MARK = fixtures.MARK
 SKIP_ANNOTATION = "podsweeper.dev/skip"
+TTL_ANNOTATION = "podsweeper.dev/ttl-seconds-after-finished"
 
 TRAIN_NAMES = ("a", "b")  # the v1 jobs' names too: one name under both generations
 JOBSET_LOOKALIKE_NAMES = ("x",)  # no TrainJob ever has it (two JobSets of one name cannot coexist)
@@ -111,6 +112,11 @@ class TrainJobSpec:
     queued: bool = False  # Kueue's queue-name label: Kueue drives its suspend
     managed_by: str | None = None  # spec.managedBy
     failed_reason: str = ""  # the Failed condition's reason: Trainer's DeadlineExceeded, or its default
+    # Rule expired-trainjob (model_ttl.py): its podsweeper.dev/ttl-seconds-after-finished (raw),
+    # an ownerReference (an OptimizationJob's trial), Trainer's own spec.ttlSecondsAfterFinished.
+    ttl_asked: str | None = None
+    owner: OwnerSpec | None = None
+    own_ttl: int | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -118,7 +124,11 @@ class TrainJobSpec:
 
     def render(self) -> dict:
         obj = fixtures.trainjob(self.name, self.namespace)
-        _meta(obj["metadata"], self.uid, self.created, None, self.skip, False)
+        _meta(obj["metadata"], self.uid, self.created, self.owner, self.skip, False)
+        if self.ttl_asked is not None:
+            obj["metadata"].setdefault("annotations", {})[TTL_ANNOTATION] = self.ttl_asked
+        if self.own_ttl is not None:
+            obj["spec"]["ttlSecondsAfterFinished"] = self.own_ttl
         if self.queued:
             obj["metadata"]["labels"] = {KUEUE_QUEUE_LABEL: "team-queue"}
         if self.managed_by is not None:

@@ -788,6 +788,24 @@ def scenarios(draw, settings=None, successors: bool = True) -> Scenario:
         for t, verb, spec in draw(_kueue_story(frozenset(taken_keys), tuple(lost))):
             timed.append((t, order, verb, spec))
             order += 1
+    # Drawn last, as above: rule expired-trainjob's settings (off two runs in three), a finished
+    # TrainJob under a name none of the above has, and its namespace's TTL (model_ttl.py).
+    from tests.replay import model_ttl
+
+    chosen = {**chosen, **draw(model_ttl.ttl_settings())}
+    lineages = taken | {
+        (s.namespace, s.name) for _, _, _, s in timed if isinstance(s, model_trainer.TrainJobSpec)
+    }
+    free = {(ns, name) for ns in NAMESPACES for name in model_trainer.TRAIN_NAMES} - lineages
+    if free and (chosen["trainjob_ttl_seconds"] or draw(st.integers(0, 1)) == 0):  # always with it on
+        items, note = draw(model_ttl.ttl_story(frozenset(lineages), chosen))
+        for t, verb, spec in items:
+            timed.append((t, order, verb, spec))
+            order += 1
+        if note is not None:
+            policies = [spec for _, _, _, spec in timed if isinstance(spec, NamespaceSpec)]
+            timed = [item for item in timed if not isinstance(item[3], NamespaceSpec)]
+            timed += [(-1, -1, "add", spec) for spec in model_ttl.with_namespace_ttl(policies, note)]
     timed.sort(key=lambda item: (item[0], item[1]))
     events = [
         WorldEvent(verb, spec, T0 + timedelta(seconds=t), seq) for seq, (t, _, verb, spec) in enumerate(timed)

@@ -85,6 +85,21 @@ never about a pod:
   current (existing, not terminating) JobSet of that name, controlled by nothing or by a
   JobSet, marked itself, at least the orphan grace old: delete it; skip when the TrainJob (if
   it exists) or the object opts out.
+* expired-trainjob (opt-in: PODSWEEPER_TRAINJOB_TTL_SECONDS above 0): the TrainJob exists,
+  finished (a Complete or Failed condition "True"; finished_at its lastTransitionTime) at least
+  its TTL ago: delete the TrainJob (its JobSet, Jobs and pods go with it: background
+  propagation); skip when it opts out. Its TTL: the namespace's
+  `podsweeper.dev/trainjob-ttl-seconds` if allowed (`off` always; seconds only where the
+  platform turned the TTL on, and not below max(PODSWEEPER_TRAINJOB_TTL_MIN_SECONDS, 1)), else
+  the global one; then the job's own `podsweeper.dev/ttl-seconds-after-finished` (trimmed):
+  `off` in any case, none; a whole number of seconds (at most 9 digits), raised to the floor,
+  only if that is shorter; anything else keeps the job (none). Never named: a TrainJob suspended, with spec.managedBy
+  another controller's (not Trainer's), with an ownerReference, with Trainer's own
+  spec.ttlSecondsAfterFinished, whose own JobSet (as above) was created after finished_at, or
+  with a Pending or Running pod (not terminating) labelled with its name (jobset-name).
+  podsweeper's own record of the finish (the JobSet it finished with) keeps a TrainJob whose
+  live JobSet is another: the generated worlds never make two JobSets of one TrainJob before
+  its finish, so the record never names another JobSet than the live one made by then.
 * a TrainJob never shown to a replay is unknown: nothing is decided for its name.
 Readings where the statement is silent:
 * the opt-out annotation counts in any letter case, as for v1;
@@ -134,6 +149,9 @@ PODGROUP = "PodGroup"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 TRAINER_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"  # a TrainJob's own managedBy
 ORPHAN = "orphan"
+EXPIRED_TRAINJOB = "expired-trainjob"
+NAMESPACE_TTL = "podsweeper.dev/trainjob-ttl-seconds"
+DEFAULT_TTL_FLOOR = 600  # PODSWEEPER_TRAINJOB_TTL_MIN_SECONDS
 MPI_OPERATOR = "mpi-operator"
 DEFAULT_GRACE = 30  # PODSWEEPER_OPERATOR_GRACE_SECONDS and PODSWEEPER_ORPHAN_GRACE_SECONDS
 
@@ -293,6 +311,8 @@ class World:
                 self.gone.discard(spec.key)
         elif isinstance(spec, TrainJobSpec):
             key = (spec.namespace, spec.name)
+            if spec.uid in self.deleted:
+                return False
             if verb == "delete":
                 self.trainjobs.pop(key, None)
                 self.trainjobs_gone.add(key)
@@ -323,6 +343,20 @@ class World:
             f"deleted {kind} {namespace}/{name} uid {uid}: not in the world"
         )
         self._gone_with(found)
+
+    def podsweeper_deleted_trainjob(self, namespace: str, name: str, uid: str) -> None:
+        """A TrainJob podsweeper deleted (expired-trainjob), and what it controls with it."""
+        found = self.trainjobs.get((namespace, name))
+        assert found is not None and found.uid == uid, (
+            f"deleted TrainJob {namespace}/{name} uid {uid}: not in the world"
+        )
+        del self.trainjobs[(namespace, name)]
+        self.trainjobs_gone.add((namespace, name))
+        self.deleted.add(uid)
+        for child in list(self.workloads.values()):
+            owner = controller_of(child)
+            if child.key in self.workloads and owner is not None and owner.uid == uid:
+                self._gone_with(child)
 
     def podsweeper_suspended(self, namespace: str, name: str, uid: str) -> None:
         """podsweeper set the TrainJob's spec.suspend (until the stream shows it again)."""
@@ -368,9 +402,22 @@ class World:
     def _resolve(self, namespace: str) -> dict:
         chosen = self.settings
         out = dict(chosen, mode="dry-run" if chosen.get("dry_run") else "live")
+        out["trainjob_ttl_seconds"] = chosen.get("trainjob_ttl_seconds") or 0
+        out["trainjob_ttl_min_seconds"] = chosen.get("trainjob_ttl_min_seconds", DEFAULT_TTL_FLOOR)
         notes = self.annotations.get(namespace, {})
         if not chosen.get("namespace_policy", True):
             return out
+        ttl = (notes.get(NAMESPACE_TTL) or "").strip()
+        if ttl == "off":
+            out["trainjob_ttl_seconds"] = 0
+        elif (
+            ttl.isascii()
+            and ttl.isdigit()
+            and len(ttl) <= 9
+            and out["trainjob_ttl_seconds"] > 0
+            and int(ttl) >= max(out["trainjob_ttl_min_seconds"], 1)
+        ):
+            out["trainjob_ttl_seconds"] = int(ttl)
         mode = notes.get("podsweeper.dev/mode")
         if mode in ("off", "dry-run") or (
             mode == "live" and (not chosen.get("dry_run") or chosen.get("namespace_live_allowed"))
@@ -602,11 +649,62 @@ class World:
                 opted_out = is_true(job.skip) or is_true(own.skip)
                 out[(JOBSET, own.uid)] = (DEADLINE_EXCEEDED_JOBSET_RUNNING, "skip" if opted_out else "delete")
 
+        if job is not None and self.expired(job, now):
+            out[(TRAINJOB, job.uid)] = (EXPIRED_TRAINJOB, "skip" if is_true(job.skip) else "delete")
+
         orphans = [w for w in self._orphans(job, js, namespace, name) if self._old_enough(w, now)]
         for w in orphans:
             opted_out = (job is not None and is_true(job.skip)) or is_true(w.skip)
             out[(w.kind, w.uid)] = (ORPHAN, "skip" if opted_out else "delete")
         return out
+
+    def trainjob_ttl(self, job: TrainJobSpec) -> int | None:
+        """The TTL in force for this TrainJob (seconds), or None: the module docstring's (an
+        annotation neither off nor seconds keeps the job)."""
+        in_force = self.in_force(job.namespace)
+        ttl, floor = in_force["trainjob_ttl_seconds"], in_force["trainjob_ttl_min_seconds"]
+        if ttl <= 0:
+            return None
+        asked = (job.ttl_asked or "").strip()
+        if not asked:
+            return ttl
+        if asked.lower() == "off":
+            return None
+        if asked.isascii() and asked.isdigit() and len(asked) <= 9:
+            return min(ttl, max(int(asked), floor, 1))
+        return None
+
+    def ttl_kept(self, job: TrainJobSpec, now: datetime) -> str | None:
+        """Why expired-trainjob keeps this finished TrainJob (its TTL aside), or None."""
+        finished_at = trainjob_finished_at(job)
+        own = self.own_jobset(job, job.namespace, job.name)
+        if job.suspended:
+            return "suspended"
+        if job.managed_by not in (None, "", TRAINER_CONTROLLER):
+            return "managedBy another controller"
+        if job.owner is not None:
+            return "owned by another object"
+        if job.own_ttl is not None:
+            return "ttlSecondsAfterFinished set"
+        if own is not None and own.created is not None and own.created > finished_at:
+            return "JobSet made after its finish"
+        if any(
+            p.namespace == job.namespace
+            and p.label(JOBSET_NAME) == job.name
+            and p.phase in ("Pending", "Running")
+            and not p.terminating
+            for p in self.pods.values()
+        ):
+            return "a pod of its name active"
+        return None
+
+    def expired(self, job: TrainJobSpec, now: datetime) -> bool:
+        """Rule expired-trainjob names this TrainJob now (its opt-out aside)."""
+        finished_at = trainjob_finished_at(job)
+        ttl = self.trainjob_ttl(job)
+        if finished_at is None or ttl is None or (now - finished_at).total_seconds() < ttl:
+            return False
+        return self.ttl_kept(job, now) is None
 
     def podgroup_named(self, namespace: str, name: str, now: datetime) -> str | None:
         """What failed-trainjob-podgroup names for the TrainJob `name` now: "warn", "skip" (its

@@ -34,6 +34,12 @@ delete and TrainJob suspend/warning the rules name; after the final sweep no Job
 rules name for deletion is left, and no TrainJob the rules name for a suspend runs on.
 Deleting a JobSet or Job takes what it controls with it, in the oracle's world too.
 
+expired-trainjob (opt-in; its settings, a finished TrainJob's story and a namespace's TTL are
+drawn last, model_ttl.py): a TrainJob delete is exactly what the rule names for the TrainJob at
+that moment (never one it does not name; a dry-run namespace's is only told), every sweep
+decides the deletes it names, and after the final sweep no TrainJob it names for deletion is
+left; deleting a TrainJob takes what it controls with it (its JobSet, their Jobs and pods).
+
 MPIJob v2beta1 launcher chains (model_mpi.py) go through the pod judgments above: a launcher
 pod is named only when its batch Job is its MPIJob's and finished. Launcher Jobs are world
 changes the shipped source never sends: the live harness's API server has them and the
@@ -100,6 +106,7 @@ from tests.replay.model_world import (
 )
 from tests.replay.oracle import (
     BATCH_JOB,
+    EXPIRED_TRAINJOB,
     FAILED_TRAINJOB_PODGROUP,
     FINISHED_TRAINJOB_RESTARTED,
     JOBSET,
@@ -116,6 +123,7 @@ from tests.replay.oracle import (
     is_true,
     labelled,
     launcher_of,
+    trainjob_finished_at,
     unsettled,
 )
 from tests.support import figures, seeds
@@ -287,6 +295,27 @@ def check_trainjob_decision(world: World, d, result, now) -> bool:
     return result == "suspended"
 
 
+def check_expired_decision(world: World, d, result, now) -> bool:
+    """expired-trainjob: exactly what the rules name for the TrainJob now (a delete the rule
+    does not name is never safe); True when it was deleted (the caller applies it, with its
+    chain, once the event is judged: every decision of it was made on the same read)."""
+    rule, action = d.rule.value, d.action.value
+    job = world.trainjobs.get((d.namespace, d.name))
+    assert job is not None and job.uid == d.uid, f"decision about a TrainJob not in the world: {d}"
+    named = world.chain_named(d.namespace, d.name, now).get((TRAINJOB, d.uid))
+    assert named == (rule, action), (
+        f"TrainJob {d.namespace}/{d.name}: function decided {rule}/{action}, the rules name {named} "
+        f"({job}; TTL {world.trainjob_ttl(job)}; kept: {world.ttl_kept(job, now)}; its JobSet "
+        f"{world.workloads.get((JOBSET, d.namespace, d.name))}; now {now})"
+    )
+    if action != "delete":
+        assert result is None, (action, result)
+        return False
+    assert result in (("dry-run",) if world.dry(d.namespace) else ("deleted", "deferred")), result
+    figures.add(f"property: TrainJob deletes judged (expired-trainjob, {result})")
+    return result == "deleted"
+
+
 def check_outcome(
     world: World,
     outcome,
@@ -388,6 +417,10 @@ def check_outcome(
                 f"({job}; its PodGroup {world.workloads.get((PODGROUP, d.namespace, d.name))}; now {now})"
             )
             assert result in (("warned", "already-warned") if action == "warn" else (None,)), (action, result)
+        elif d.kind == TRAINJOB and rule == EXPIRED_TRAINJOB:
+            if check_expired_decision(world, d, result, now):
+                suspends.append((world.podsweeper_deleted_trainjob, d.namespace, d.name, d.uid))
+                deletes += 1
         elif d.kind == TRAINJOB and rule == UNBOUNDED_JOBSET_RESTARTS:  # judged exactly above
             assert result in (("warned", "already-warned") if action == "warn" else (None,)), (action, result)
         elif d.kind == TRAINJOB:
@@ -484,7 +517,10 @@ def final_pings(scenario: Scenario, count: int) -> list[WorldEvent]:
 
 def replay_and_check(scenario: Scenario, stream: list[WorldEvent], label: str) -> None:
     # What the shipped source never sends (a launcher Job's changes) no recorded stream holds.
-    stream = [e for e in stream if not unwatched(e.spec)] + final_pings(scenario, 1)
+    # With expired-trainjob on, a second tick: a TrainJob kept by a pod of its name at the first
+    # may be named once that sweep's own deletes (an orphan Job's, its pods with it) took the pod.
+    ticks = 2 if scenario.settings.get("trainjob_ttl_seconds") else 1
+    stream = [e for e in stream if not unwatched(e.spec)] + final_pings(scenario, ticks)
     config = Settings(**scenario.settings)
     rendered: dict[int, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -521,7 +557,15 @@ def replay_and_check(scenario: Scenario, stream: list[WorldEvent], label: str) -
     if dry_everywhere:
         assert not run.cluster.deleted_by_podsweeper
     assert_evidence_truthful(run.cluster.evidence, world.deleted, dry_everywhere)
-    deleted = sum(1 for s in run.steps for a in s.outcome.applied if a.result == "deleted")
+    trainjobs = {key for key in run.cluster.jobs if key[0] == TRAINJOB}
+    assert {(TRAINJOB, *key) for key in world.trainjobs} == trainjobs, (set(world.trainjobs), trainjobs)
+    # A TrainJob's delete has its own Event (TrainJobExpired), never PodsCleanedUp.
+    deleted = sum(
+        1
+        for s in run.steps
+        for a in s.outcome.applied
+        if a.result == "deleted" and a.decision.kind != TRAINJOB
+    )
     cleaned = sum(
         int(r.record.message.split()[2]) * r.count
         for r in run.cluster.events.values()
@@ -1087,6 +1131,32 @@ NAMESPACE_KNOBS = (
     "podsweeper.dev/crashloop-action",
     "podsweeper.dev/orphan-grace-seconds",
     "podsweeper.dev/operator-grace-seconds",
+    "podsweeper.dev/trainjob-ttl-seconds",
+)
+# Rule expired-trainjob (opt-in, model_ttl.py), told at the final sweep (3 h after each event):
+# a finished TrainJob its TTL names, and one kept for each reason the rule keeps one.
+EXPIRED_DELETED = "expired TrainJob deleted (its TTL passed by the final sweep)"
+TTL_KEPT = (
+    "within its TTL",
+    "its annotation off",
+    "its annotation neither off nor seconds",
+    "its namespace's TTL off",
+    "suspended",
+    "managedBy another controller",
+    "owned by another object",
+    "ttlSecondsAfterFinished set",
+    "JobSet made after its finish",
+    "a pod of its name active",
+)
+TTL_CASES = (
+    [EXPIRED_DELETED, "settings: PODSWEEPER_TRAINJOB_TTL_SECONDS set"]
+    + [f"expired-looking TrainJob kept: {why}" for why in TTL_KEPT]
+    + [
+        f"TrainJob TTL annotation {what}"
+        for what in ("shortens it", "raised to the floor", "longer: ignored")
+    ]
+    + ["TrainJob TTL annotation neither off nor seconds"]
+    + [f"the rules name {EXPIRED_TRAINJOB} / {action} (TrainJob)" for action in ("delete", "skip")]
 )
 
 
@@ -1167,6 +1237,7 @@ EVERY_CASE = frozenset(
     + list(V2_CASES)
     + [f"the rules name {named}" for named in V2_RULES_NAMED]
     + list(LAUNCHER_CASES)
+    + list(TTL_CASES)
 )
 
 
@@ -1211,9 +1282,12 @@ def namespace_policy_cases(spec: NamespaceSpec, world: World) -> set[str]:
         "podsweeper.dev/crashloop-action": "crashloop_action",
         "podsweeper.dev/orphan-grace-seconds": "orphan_grace_seconds",
         "podsweeper.dev/operator-grace-seconds": "operator_grace_seconds",
+        "podsweeper.dev/trainjob-ttl-seconds": "trainjob_ttl_seconds",
     }
     for key, value in spec.annotations:
         used = key in names and str(in_force[names[key]]) == value.strip()
+        if key == "podsweeper.dev/trainjob-ttl-seconds" and value.strip() == "off":
+            used = True  # always allowed: 0, off
         cases.add(f"namespace annotation {key} {'used' if used else 'refused'}")
     return cases
 
@@ -1231,6 +1305,8 @@ def generated_cases(scenario: Scenario) -> set[str]:
         cases.add("settings: PODSWEEPER_NAMESPACES set")
     if chosen["stuck_terminating_seconds"] is not None:
         cases.add("settings: PODSWEEPER_STUCK_TERMINATING_SECONDS set")
+    if chosen.get("trainjob_ttl_seconds"):
+        cases.add("settings: PODSWEEPER_TRAINJOB_TTL_SECONDS set")
     live = World(chosen, live=True, nodes=scenario.nodes)  # nodes exist only on a live cluster
     if not chosen["exclude_namespaces"]:
         cases.add("settings: nothing excluded")
@@ -1358,6 +1434,8 @@ def generated_cases(scenario: Scenario) -> set[str]:
         with_active_pods.observe(e.verb, spec)
         without_grace.observe(e.verb, spec)
         cases |= v2_named_cases(e, world, without_grace)
+        if chosen.get("trainjob_ttl_seconds"):
+            cases |= ttl_cases(world, e.time + AFTER_EVERY_GRACE)
         for pod in live.pods.values():
             stuck = live.named_stuck(pod, e.time + AFTER_EVERY_GRACE)  # what the final sweep meets
             if stuck is not None:
@@ -1603,6 +1681,50 @@ def v2_named_cases(e: WorldEvent, world: World, without_grace: World) -> set[str
             ]
             if active:
                 cases.add("finished TrainJob's own JobSet with active pods left to the JobSet controller")
+    return cases
+
+
+def ttl_cases(world: World, now) -> set[str]:
+    """What rule expired-trainjob names at `now` (the final sweep's time), and why it keeps
+    each finished TrainJob it does not name."""
+    cases = set()
+    for job in world.trainjobs.values():
+        finished_at = trainjob_finished_at(job)
+        if finished_at is None or not world.allowed(job.namespace):
+            continue
+        in_force = world.in_force(job.namespace)
+        ttl, asked = world.trainjob_ttl(job), (job.ttl_asked or "").strip()
+        if in_force["trainjob_ttl_seconds"] > 0 and asked and asked.lower() != "off":
+            if not (asked.isascii() and asked.isdigit() and len(asked) <= 9):
+                cases.add("TrainJob TTL annotation neither off nor seconds")
+            elif int(asked) >= in_force["trainjob_ttl_seconds"]:
+                cases.add("TrainJob TTL annotation longer: ignored")
+            else:
+                if int(asked) < in_force["trainjob_ttl_min_seconds"]:
+                    cases.add("TrainJob TTL annotation raised to the floor")
+                if ttl is not None and ttl < in_force["trainjob_ttl_seconds"]:
+                    cases.add("TrainJob TTL annotation shortens it")
+        named = world.chain_named(job.namespace, job.name, now).get((TRAINJOB, job.uid))
+        if named is not None and named[0] == EXPIRED_TRAINJOB:
+            cases.add(f"the rules name {EXPIRED_TRAINJOB} / {named[1]} (TrainJob)")
+            if named[1] == "delete":
+                cases.add(EXPIRED_DELETED)
+            continue
+        # What keeps it whatever its TTL, and its TTL (off, or not passed yet): each that holds.
+        if (why := world.ttl_kept(job, now)) is not None:
+            cases.add(f"expired-looking TrainJob kept: {why}")
+        if ttl is None:
+            unclear = in_force["trainjob_ttl_seconds"] > 0 and asked.lower() != "off"
+            off = (
+                "its annotation neither off nor seconds"
+                if unclear
+                else "its annotation off"
+                if in_force["trainjob_ttl_seconds"] > 0
+                else "its namespace's TTL off"
+            )
+            cases.add(f"expired-looking TrainJob kept: {off}")
+        elif (now - finished_at).total_seconds() < ttl:
+            cases.add("expired-looking TrainJob kept: within its TTL")
     return cases
 
 
