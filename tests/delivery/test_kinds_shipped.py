@@ -204,8 +204,10 @@ def test_the_admission_policy_judges_every_kinds_writes(case, side):
         for group in rule["apiGroups"]
         for resource in rule["resources"]
     }
-    # Every object the function may delete besides pods is judged: the links.
-    assert deletes - {("", "pods")} == {(x.group, x.plural) for x in kinds.LINKS}, (
+    # Every object the function may delete besides pods is judged: the links, and a chained
+    # job itself (rule expired-trainjob, opt-in: a finished TrainJob only).
+    chained = {(k.group, k.plural) for k in kinds.TRAINING_KINDS if k.chain is not None}
+    assert deletes - {("", "pods")} == {(x.group, x.plural) for x in kinds.LINKS} | chained, (
         f"{case} ({side}): the deletes judged"
     )
     expressions = policy_expressions(policy)

@@ -14,6 +14,7 @@ from tests.delivery.test_manifests import one
 from tests.delivery.test_opt_in_overlays import OPT_INS, status_of, wait_status
 
 TRAINJOBS = ("trainer.kubeflow.org", "trainjobs")
+POLICY_SYNC_SECONDS = 30  # the admission policy's informer, as tests/apiserver/test_security.py waits
 
 
 # -- the real authorizer, as the function's user ------------------------------------------------
@@ -59,6 +60,22 @@ def test_function_deletes_a_trainjob_only_with_the_overlay(function_api, admin_a
         ns = trainer.namespace
         job = trainer.trainjob("expired")
         uid = job["metadata"]["uid"]
+        # Finished, as Trainer writes it: the shipped admission policy lets the function delete
+        # only a finished TrainJob (not suspended, owned by nothing).
+        job["status"] = {
+            "conditions": [
+                {
+                    "type": "Complete",
+                    "status": "True",
+                    "reason": "JobsCompleted",
+                    "message": "done",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+            ]
+        }
+        client.CustomObjectsApi(admin_api).replace_namespaced_custom_object_status(
+            group, version, ns, plural, "expired", job
+        )
 
         # Without the overlay: refused (the base reads and suspends TrainJobs, never deletes one).
         assert not can_delete_trainjobs(function_api, ns)
@@ -89,6 +106,31 @@ def test_function_deletes_a_trainjob_only_with_the_overlay(function_api, admin_a
             # delete only: no deletecollection, no create or replace (the base's get, list,
             # patch are all it had before).
             other = trainer.trainjob("other")
+
+            # A running one: RBAC now allows the verb, the admission policy refuses it (asked as
+            # a dry run until the policy, applied at the control plane's start, is in force).
+            def refused_dry() -> bool:
+                options = client.V1DeleteOptions(dry_run=["All"])
+                return (
+                    status_of(
+                        custom.delete_namespaced_custom_object,
+                        group,
+                        version,
+                        ns,
+                        plural,
+                        "other",
+                        body=options,
+                    )
+                    == 403
+                )
+
+            deadline = time.monotonic() + POLICY_SYNC_SECONDS
+            while not refused_dry():
+                assert time.monotonic() < deadline, (
+                    "the admission policy never refused a running TrainJob's delete"
+                )
+                time.sleep(0.2)
+            assert status_of(delete, ns, "other", other["metadata"]["uid"]) == 403
             assert (
                 status_of(custom.delete_collection_namespaced_custom_object, group, version, ns, plural)
                 == 403
