@@ -47,6 +47,7 @@ from tests.controllers.chain_watch import CHAIN_KINDS, ChainWatch, Seen
 from tests.fixtures.builders import LOG_SECRET, SECRET, secret_env
 from tests.fixtures.trainer import trainjob
 from tests.support import figures
+from tests.support.access import function_may
 from tests.support.harness.waiting import wait_for
 from tests.support.world.trainjobs import JOBSET, TRAINER, Cluster
 
@@ -138,28 +139,6 @@ def evidence_cli(kubeconfig: Path, ns: str, name: str, *args: str) -> subprocess
 # -- the stack and the scenarios -------------------------------------------------------------------
 
 
-def may_delete_trainjobs(api) -> bool:
-    """What the API server's authorizer answers for the function's ServiceAccount (the user the
-    served function authenticates as: tests/support/controlplane/launcher.py)."""
-    from kubernetes import client
-
-    review = {
-        "apiVersion": "authorization.k8s.io/v1",
-        "kind": "SubjectAccessReview",
-        "spec": {
-            "user": "system:serviceaccount:podsweeper:podsweeper",
-            "groups": ["system:serviceaccounts", "system:serviceaccounts:podsweeper", "system:authenticated"],
-            "resourceAttributes": {
-                "namespace": LIVE,
-                "verb": "delete",
-                "group": TRAINER[0],
-                "resource": "trainjobs",
-            },
-        },
-    }
-    return bool(client.AuthorizationV1Api(api).create_subject_access_review(review).status.allowed)
-
-
 def plain_jobset(name: str) -> dict:
     """A JobSet nobody owns, 2 pods that succeed after 2 s (the JobSet then Completed)."""
     pod = {
@@ -210,9 +189,16 @@ def scenes(request, receive_adapter):
         api = cp.api_client("admin")
         core = client.CoreV1Api(api)
         # The shipped ClusterRole never deletes a TrainJob; the opt-in overlay's grant does.
-        assert not may_delete_trainjobs(api), "knative/function/rbac.yaml grants delete on trainjobs"
+        assert not function_may(api, "delete", TRAINER[0], "trainjobs", LIVE), (
+            "knative/function/rbac.yaml grants delete on trainjobs"
+        )
         apply_manifest(api, TTL_RBAC)
-        wait_for("the overlay's grant in force", lambda: may_delete_trainjobs(api), 10, 0.1)
+        wait_for(
+            "the overlay's grant in force",
+            lambda: function_may(api, "delete", TRAINER[0], "trainjobs", LIVE),
+            10,
+            0.1,
+        )
         for ns in NS.values():  # made here: DRY's mode must be there before the function reads it
             annotations = {MODE: "dry-run"} if ns == DRY else {}
             core.create_namespace({"metadata": {"name": ns, "annotations": annotations}})

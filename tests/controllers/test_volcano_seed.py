@@ -37,6 +37,7 @@ from kubernetes.client.rest import ApiException
 from tests.controllers.test_scenarios import ping_event
 from tests.controllers.test_trainer_volcano_facts import GPU, GPUS, NODES, gang_job, phase
 from tests.support import audit
+from tests.support.access import function_may
 from tests.support.harness.waiting import wait_for
 from tests.support.world import trainer_world
 from tests.support.world.trainjobs import TRAINER, Cluster, controller_of
@@ -45,7 +46,6 @@ from tests.support.world.volcano_world import DEFAULT_QUEUE, SCHEDULER_NAME, Vol
 SEED = Path(__file__).resolve().parents[2] / "examples" / "pytorchjob-seed.yaml"
 NS = "volcano-seed"
 NEXT_WORKERS = 21  # + 1 master = 22 GPUs: fits only once the seed's 3 workers are gone
-FUNCTION_USER = "system:serviceaccount:podsweeper:podsweeper"
 OPERATOR_GRACE = 5  # PODSWEEPER_OPERATOR_GRACE_SECONDS of this module's function (default 30)
 
 
@@ -85,26 +85,6 @@ def succeeded(custom: client.CustomObjectsApi, name: str) -> bool:
     job = custom.get_namespaced_custom_object("kubeflow.org", "v1", NS, "pytorchjobs", name)
     conditions = (job.get("status") or {}).get("conditions") or []
     return any(c["type"] == "Succeeded" and c["status"] == "True" for c in conditions)
-
-
-def may(api, verb: str, resource: str) -> bool:
-    """What the API server's authorizer answers for the function's ServiceAccount."""
-    review = {
-        "apiVersion": "authorization.k8s.io/v1",
-        "kind": "SubjectAccessReview",
-        "spec": {
-            "user": FUNCTION_USER,
-            "groups": ["system:serviceaccounts", "system:serviceaccounts:podsweeper", "system:authenticated"],
-            "resourceAttributes": {
-                "namespace": NS,
-                "verb": verb,
-                "group": "scheduling.volcano.sh",
-                "resource": resource,
-            },
-        },
-    }
-    answer = client.AuthorizationV1Api(api).create_subject_access_review(review)
-    return bool(answer.status.allowed)
 
 
 def test_podsweeper_removes_the_crash_looping_workers_volcano_then_runs_the_next_gang(stack, record_property):
@@ -165,7 +145,9 @@ def test_podsweeper_removes_the_crash_looping_workers_volcano_then_runs_the_next
     by = {e.source.component for e in core.list_namespaced_event(NS, field_selector=selector).items}
     assert by == {"pytorchjob-controller"}
     assert not any(d.get("kind") == "PodGroup" for d in decisions)
-    assert not may(api, "delete", "podgroups") and not may(api, "deletecollection", "podgroups")
+    assert not function_may(api, "delete", "scheduling.volcano.sh", "podgroups", NS) and not function_may(
+        api, "deletecollection", "scheduling.volcano.sh", "podgroups", NS
+    )
     assert vc.podgroup(NS, "next")["status"]["phase"] == "Running"
     # The queue counts the running job's 22 GPUs; the seed's workers were not counted since
     # their PodGroup went, and are not there any more.

@@ -63,6 +63,7 @@ from tests.node.seed import (
     say,
     seed_job,
 )
+from tests.support.access import FUNCTION_USER, function_may
 from tests.support.harness.waiting import wait_for
 from tests.support.world.volcano_world import DEFAULT_QUEUE, SCHEDULER_NAME, Volcano
 
@@ -77,7 +78,6 @@ NEXT = "next"
 # (a Succeeded pod, the seed's master, holds none for Volcano nor for the kubelet).
 NEXT_WORKERS = GPUS - 1
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
-FUNCTION_USER = "system:serviceaccount:podsweeper:podsweeper"
 # The seed pods bound, Running, the job Succeeded, its workers gone, the next job Running: the seed
 # took ~50 s in the runs; 4x for a shared 2-core machine.
 RUN_WITHIN = 240
@@ -212,27 +212,6 @@ def first_bound(watch: Watch) -> dict[str, float]:
     return bound
 
 
-def may(api, namespace: str, verb: str, resource: str) -> bool:
-    """What the API server's authorizer answers for the function's ServiceAccount."""
-    from kubernetes import client
-
-    review = {
-        "apiVersion": "authorization.k8s.io/v1",
-        "kind": "SubjectAccessReview",
-        "spec": {
-            "user": FUNCTION_USER,
-            "groups": ["system:serviceaccounts", "system:serviceaccounts:podsweeper", "system:authenticated"],
-            "resourceAttributes": {
-                "namespace": namespace if resource != "queues" else "",
-                "verb": verb,
-                "group": "scheduling.volcano.sh",
-                "resource": resource,
-            },
-        },
-    }
-    return bool(client.AuthorizationV1Api(api).create_subject_access_review(review).status.allowed)
-
-
 def test_the_seed_gang_scheduled_by_volcano_on_a_real_node(
     volcano_node_world, volcano_stack, record_property
 ):
@@ -359,8 +338,8 @@ def test_the_seed_gang_scheduled_by_volcano_on_a_real_node(
     assert not named, named
     assert_workers_cleaned_up(core, namespace, seen, created["metadata"]["uid"])
     for verb in ("delete", "deletecollection", "patch", "update"):
-        assert not may(stack.admin_api, namespace, verb, "podgroups"), verb
-        assert not may(stack.admin_api, namespace, verb, "queues"), verb
+        assert not function_may(stack.admin_api, verb, "scheduling.volcano.sh", "podgroups", namespace), verb
+        assert not function_may(stack.admin_api, verb, "scheduling.volcano.sh", "queues"), verb
     assert vc.podgroup(namespace, JOB) is None
 
     # The server's word (its audit log): the PodGroup was deleted once, by the training operator;
