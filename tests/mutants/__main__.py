@@ -126,8 +126,10 @@ def verdict_of(returncode: int, stdout: str) -> tuple[Verdict, str]:
     return Verdict.INCONCLUSIVE, f"pytest exit {returncode}: {tail}"
 
 
-def run_suite(copy: Path, env: dict[str, str], timeout: float, suite: Suite) -> SuiteRun:
-    command = [sys.executable, "-m", "pytest", *suite.value, "-x", "-q", "-p", "no:cacheprovider", "-rfE"]
+def run_suite(copy: Path, env: dict[str, str], timeout: float, suite: Suite | tuple[str, ...]) -> SuiteRun:
+    """One pytest run of a suite (or of some of its tests: a tuple of pytest arguments)."""
+    tests = suite.value if isinstance(suite, Suite) else suite
+    command = [sys.executable, "-m", "pytest", *tests, "-x", "-q", "-p", "no:cacheprovider", "-rfE"]
     for test in DESELECT:
         command += ["--deselect", test]
     started = time.monotonic()
@@ -137,6 +139,29 @@ def run_suite(copy: Path, env: dict[str, str], timeout: float, suite: Suite) -> 
         return SuiteRun(Verdict.INCONCLUSIVE, f"time limit {timeout:.0f} s", time.monotonic() - started)
     verdict, by = verdict_of(done.returncode, done.stdout)
     return SuiteRun(verdict, by, time.monotonic() - started)
+
+
+def baseline_parts(suites: list[Suite], copies: int) -> list[tuple[Suite, tuple[str, ...]]]:
+    """The unmutated runs, as many side by side as there are copies: when there are fewer
+    suites than copies (a CI sample reruns the property suite alone, 85 s while the other copy
+    sat idle), a suite named by test ids is split among the copies left over."""
+    spare = max(1, copies // max(1, len(suites)))
+    parts: list[tuple[Suite, tuple[str, ...]]] = []
+    for suite in suites:
+        ids = suite.value
+        ways = min(spare, len(ids)) if all("::" in arg for arg in ids) else 1
+        parts += [(suite, ids[start::ways]) for start in range(ways)]
+    return parts
+
+
+def joined(runs: list[SuiteRun]) -> SuiteRun:
+    """A suite's verdict from its parts: it passed only if every part did (a failed part's
+    verdict and test first), in the longest part's time."""
+    seconds = max(run.seconds for run in runs)
+    for run in runs:
+        if run.verdict is not Verdict.SURVIVED:
+            return SuiteRun(run.verdict, run.by, seconds)
+    return SuiteRun(Verdict.SURVIVED, "", seconds)
 
 
 def apply(copy: Path, mutant: Mutant) -> tuple[str, str]:
@@ -273,14 +298,16 @@ def main(argv: list[str]) -> int:
         env = env_for(copies[0], args.examples)
         print(f"copy: {copies[0]}; podsweeper imported from {check_imported(copies[0], env, None, None)}")
 
-        def unmutated(item: tuple[int, Suite]) -> tuple[Suite, SuiteRun]:
-            copy = copies[item[0] % len(copies)]  # the suites side by side, one per copy
-            return item[1], run_suite(copy, env_for(copy, args.examples), args.timeout, item[1])
+        def unmutated(item: tuple[int, tuple[Suite, tuple[str, ...]]]) -> tuple[Suite, SuiteRun]:
+            copy = copies[item[0] % len(copies)]  # the parts side by side, one per copy
+            suite, tests = item[1]
+            return suite, run_suite(copy, env_for(copy, args.examples), args.timeout, tests)
 
         # Only the property suite draws other examples here than in the tree's own run.
         rerun = [s for s in used if s is Suite.PROPERTY or not args.baselines_passed]
         with ThreadPoolExecutor(len(copies)) as pool:
-            baseline = dict(pool.map(unmutated, enumerate(rerun)))
+            runs = list(pool.map(unmutated, enumerate(baseline_parts(rerun, len(copies)))))
+        baseline = {suite: joined([run for s, run in runs if s is suite]) for suite in rerun}
         for suite in used:
             if suite not in baseline:
                 print(f"baseline {suite.label:9} passed in this tree's own run (not run again)", flush=True)
