@@ -28,6 +28,7 @@ line the kubelet served in its evidence, read back with `podsweeper evidence`.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -259,5 +260,27 @@ def test_the_seed_on_a_real_node_cleaned_by_podsweeper_as_a_pod(world, request):
         assert any(WORKER_LINE in (r.get("logs") or "") for r in mine), mine
     assert not runs_kept_twice(records)
     # Every request the adapter sent was accepted: its token was the one the function asked for.
-    refused = [line for line in adapter.text().splitlines() if "401" in line or "failed to send" in line]
+    refused = [line for line in adapter.text().splitlines() if _refused(line)]
     assert not refused, refused[:5]
+
+
+# klog's header: severity and date, time to the microsecond, thread id, file:line]. Its digits are
+# no status: a microsecond field such as .782401 once read as a refused request.
+_KLOG_HEADER = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6}\s+\d+ [^\]]*\] ")
+_UNAUTHORIZED = re.compile(r"(?<![\w.])401(?![\w.])")
+
+
+def _refused(line: str) -> bool:
+    """An adapter log line that says a send failed or was answered 401 (outside klog's header)."""
+    message = _KLOG_HEADER.sub("", line)
+    return "failed to send" in message or bool(_UNAUTHORIZED.search(message))
+
+
+def test_a_refused_send_is_told_from_a_timestamp_that_holds_401():
+    """The check above reads the adapter's log: a 401 answer counts, klog's digits do not."""
+    cached = 'I1206 22:39:51.782401   12993 reflector.go:446] "Caches populated" type="*unstructured"'
+    assert not _refused(cached)
+    assert not _refused("I1206 22:39:51.000001     401 reflector.go:446] watch started")
+    assert _refused('E1206 22:39:51.782400   12993 adapter.go:80] "send" status=401 "Unauthorized"')
+    assert _refused('{"level":"error","msg":"failed to send cloudevent","error":"500"}')
+    assert _refused('{"level":"error","msg":"sending event","code":401}')
