@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import logging
+
 import pytest
 
 from podsweeper.cluster.simulated import SimulatedCluster
@@ -118,6 +121,40 @@ def test_pods_cleaned_up_event_carries_the_evidence():
     for i in range(3):
         assert f"pytest-worker-{i}" in record.message
     assert "exit code 1" in record.message and "4 restarts" in record.message
+
+
+def test_a_pass_logs_its_deletes_only_after_their_event_is_written():
+    """A pass killed between its deletes and their PodsCleanedUp Event leaves no decision line
+    either: the order the real-node kill test relies on to tell a lost Event (the killed
+    replica's) from a pass that deleted and never wrote one."""
+    order: list[str] = []
+
+    class Recording(SimulatedCluster):
+        def record_event(self, record):
+            order.append(f"event {record.reason}")
+            return super().record_event(record)
+
+    class Lines(logging.Handler):
+        def emit(self, line):
+            item = json.loads(line.getMessage())
+            order.append(f"decision {item['name']} {item['result']}")
+
+    j = job(conditions=SUCCEEDED)
+    cluster = Recording()
+    for raw in [j, *crash_looping_workers(j)]:
+        cluster.observe("add", (parse_job if raw is j else parse_pod)(raw))
+    lines, log = Lines(), logging.getLogger("podsweeper.decisions")
+    level = log.level
+    log.addHandler(lines)
+    log.setLevel(logging.INFO)
+    try:
+        handle(cluster, event("update", j, at(40)))
+    finally:
+        log.removeHandler(lines)
+        log.setLevel(level)
+    deleted = [i for i, said in enumerate(order) if said.endswith(" deleted")]
+    assert len(deleted) == 3 and order.count("event PodsCleanedUp") == 1, order
+    assert order.index("event PodsCleanedUp") < min(deleted), order
 
 
 def test_repeated_crash_loop_warnings_update_one_event():
