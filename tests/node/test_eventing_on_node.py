@@ -30,7 +30,6 @@ d. the job again, one of podsweeper's replicas SIGKILLed the moment it is Succee
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 import time
@@ -52,6 +51,7 @@ from tests.node.seed import (
 from tests.support import figures
 from tests.support.figures import SEED_CLEANUP_BOUND
 from tests.support.harness.processes import wait_until
+from tests.support.harness.served import decision_lines
 
 pytestmark = pytest.mark.node
 
@@ -354,14 +354,9 @@ def _deletes_logged(core, namespace: str) -> set[str]:
         restarts = sum(c.restart_count for c in pod.status.container_statuses or [])
         for previous in (False, True) if restarts else (False,):
             text = core.read_namespaced_pod_log(pod.metadata.name, NS, previous=previous)
-            for line in text.splitlines():
-                if not line.startswith("{"):
-                    continue
-                item = json.loads(line)
-                if (
-                    item.get("msg") == "decision"
-                    and item.get("namespace") == namespace
-                    and item.get("result") == "deleted"
-                ):
-                    deleted.add(item["name"])
+            deleted.update(
+                d["name"]
+                for d in decision_lines(text)
+                if d.get("namespace") == namespace and d.get("result") == "deleted"
+            )
     return deleted

@@ -141,8 +141,9 @@ def test_a_pass_logs_its_deletes_only_after_their_event_is_written():
 
     j = job(conditions=SUCCEEDED)
     cluster = Recording()
-    for raw in [j, *crash_looping_workers(j)]:
-        cluster.observe("add", (parse_job if raw is j else parse_pod)(raw))
+    cluster.observe("add", parse_job(j))
+    for raw in crash_looping_workers(j):
+        cluster.observe("add", parse_pod(raw))
     lines, log = Lines(), logging.getLogger("podsweeper.decisions")
     level = log.level
     log.addHandler(lines)

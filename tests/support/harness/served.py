@@ -91,6 +91,20 @@ def retire_log(path: Path) -> None:
         ALL_LOGS.remove(path)
 
 
+def decision_lines(text: str) -> list[dict]:
+    """The decision lines (one JSON object each) in a podsweeper log, wherever it was read."""
+    found = []
+    for line in text.splitlines():
+        if line.startswith("{"):
+            try:
+                item = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(item, dict) and item.get("msg") == "decision":
+                found.append(item)
+    return found
+
+
 class ServedError(RuntimeError):
     """The served function exited or never became healthy; the message carries its log tail."""
 
@@ -259,13 +273,4 @@ class Served(Process):
         so an effect a test has just seen (a pod gone) has its line only once the event that
         made it is done. A function that does not answer is read as its log stands."""
         self._settled(settle, gone_is_settled=True)
-        found = []
-        for line in self.log().splitlines():
-            if line.startswith("{"):
-                try:
-                    item = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(item, dict) and item.get("msg") == "decision":
-                    found.append(item)
-        return found
+        return decision_lines(self.log())
